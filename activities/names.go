@@ -1,0 +1,51 @@
+// Package activities declares the activities of an agent run: tool bodies,
+// the model call and checkpoint loading, with their stable names, payload
+// types and error types.
+package activities
+
+// Stable activity names. Changing one breaks the replay of every history
+// recorded with it.
+const (
+	// ModelActivity calls the run's model for its next response.
+	ModelActivity = "tulip.Model"
+	// LoadCheckpointActivity loads a thread's checkpoint at run start.
+	LoadCheckpointActivity = "tulip.LoadCheckpoint"
+	// SaveCheckpointActivity saves a thread's checkpoint at run end, when
+	// the worker has a custom Checkpointer.
+	SaveCheckpointActivity = "tulip.SaveCheckpoint"
+	// ToolActivityPrefix prefixes a tool's name to make its activity name.
+	ToolActivityPrefix = "tulip.tool."
+)
+
+// ToolActivityName is the activity name of the tool named tool.
+func ToolActivityName(tool string) string { return ToolActivityPrefix + tool }
+
+// Stable temporal.ApplicationError types raised by tulip. Deterministic
+// failures are non-retryable.
+const (
+	// ErrArgumentDecode: a tool's argument text does not decode into the
+	// body's argument type. Non-retryable.
+	ErrArgumentDecode = "tulip.ArgumentDecode"
+	// ErrResultEncode: a tool's result cannot be encoded as JSON.
+	// Non-retryable.
+	ErrResultEncode = "tulip.ResultEncode"
+	// ErrUnknownModel: the run names a model the worker does not have.
+	// Non-retryable.
+	ErrUnknownModel = "tulip.UnknownModel"
+	// ErrCheckpoint: a thread checkpoint cannot be read or written.
+	ErrCheckpoint = "tulip.Checkpoint"
+	// ErrMaxTurns: the run reached its turn limit. Non-retryable; the
+	// failure's details hold the run's result (trace and checkpoint).
+	ErrMaxTurns = "tulip.MaxTurnsExceeded"
+	// ErrNotInterrupted: a resume arrived while the run was not interrupted.
+	ErrNotInterrupted = "tulip.NotInterrupted"
+	// ErrStaleInterrupt: a resume names an interrupt that is not the
+	// current one and was never answered.
+	ErrStaleInterrupt = "tulip.StaleInterrupt"
+	// ErrUnknownHook: a hook name the worker does not have.
+	ErrUnknownHook = "tulip.UnknownHook"
+	// ErrBadInput: the run's input is invalid. Non-retryable.
+	ErrBadInput = "tulip.BadInput"
+	// ErrToolFailed: a tool's failure that was not an ApplicationError.
+	ErrToolFailed = "tulip.ToolFailed"
+)

@@ -1,0 +1,181 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// ToolSpec describes a tool to the model and to the dedup runtime.
+type ToolSpec struct {
+	// Name is the tool's name, as the model calls it. Required.
+	Name string `json:"name"`
+	// Description tells the model what the tool does.
+	Description string `json:"description,omitempty"`
+	// Parameters is the JSON schema of the arguments object. Zero value:
+	// any object.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// Idempotent: an identical later call in the run is served from the
+	// execution log and the body does not run again.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// KeyTemplate, when set, makes the downstream idempotency key from the
+	// arguments instead of the default derivation: "{name}" is replaced by
+	// the top-level argument name (strings as is, numbers by exact value,
+	// so 120 and 120.0 give the same key). Example: "refund:{order_id}:v1".
+	KeyTemplate string `json:"key_template,omitempty"`
+}
+
+// ToolOptions are a tool's activity options. Zero values are documented per
+// field.
+type ToolOptions struct {
+	// StartToCloseTimeout bounds one attempt. Zero value: 1 minute.
+	StartToCloseTimeout time.Duration
+	// RetryPolicy is Temporal's retry policy for the body; its attempts are
+	// one execution. Zero value (nil): up to 3 attempts, 1 s initial
+	// backoff.
+	RetryPolicy *temporal.RetryPolicy
+}
+
+// DefaultToolRetryPolicy applies when ToolOptions.RetryPolicy is nil.
+var DefaultToolRetryPolicy = temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3}
+
+// ToolInput is a tool activity's input.
+type ToolInput struct {
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	// Arguments is the post-hook argument text.
+	Arguments string `json:"arguments"`
+	// IdempotencyKey is the stable downstream key of this execution.
+	IdempotencyKey string `json:"idempotency_key"`
+	Agent          string `json:"agent"`
+	Thread         string `json:"thread,omitempty"`
+}
+
+// ToolOutput is a tool activity's result: the body's result as JSON.
+type ToolOutput struct {
+	Result json.RawMessage `json:"result"`
+}
+
+// Tool is a declared tool: its spec, options and activity function. Make
+// one with NewTool.
+type Tool struct {
+	spec ToolSpec
+	opts ToolOptions
+	fn   func(ctx context.Context, in ToolInput) (ToolOutput, error)
+}
+
+// Spec returns the tool's spec.
+func (t *Tool) Spec() ToolSpec { return t.spec }
+
+// Options returns the tool's activity options with defaults applied.
+func (t *Tool) Options() ToolOptions {
+	o := t.opts
+	if o.StartToCloseTimeout <= 0 {
+		o.StartToCloseTimeout = time.Minute
+	}
+	if o.RetryPolicy == nil {
+		rp := DefaultToolRetryPolicy
+		o.RetryPolicy = &rp
+	}
+	return o
+}
+
+// ActivityName is the tool's stable activity name.
+func (t *Tool) ActivityName() string { return ToolActivityName(t.spec.Name) }
+
+// Activity is the function registered as the tool's activity.
+func (t *Tool) Activity() func(ctx context.Context, in ToolInput) (ToolOutput, error) { return t.fn }
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// NewTool declares a tool whose body takes typed arguments. The argument
+// text is decoded into T with encoding/json; a decode failure is the body's
+// error (non-retryable, type ErrArgumentDecode). The body's result is
+// encoded as JSON. The body reads its downstream key with IdempotencyKey.
+func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...ToolOptions) (*Tool, error) {
+	if !toolName.MatchString(spec.Name) {
+		return nil, fmt.Errorf("tulip: tool name %q must be 1-64 letters, digits, '_' or '-'", spec.Name)
+	}
+	if body == nil {
+		return nil, fmt.Errorf("tulip: tool %q has no body", spec.Name)
+	}
+	if len(spec.Parameters) > 0 && !json.Valid(spec.Parameters) {
+		return nil, fmt.Errorf("tulip: tool %q: parameters are not valid JSON", spec.Name)
+	}
+	if len(opts) > 1 {
+		return nil, fmt.Errorf("tulip: tool %q: at most one ToolOptions", spec.Name)
+	}
+	t := &Tool{spec: spec}
+	if len(opts) == 1 {
+		t.opts = opts[0]
+	}
+	t.fn = func(ctx context.Context, in ToolInput) (ToolOutput, error) {
+		var args T
+		if err := json.Unmarshal([]byte(in.Arguments), &args); err != nil {
+			return ToolOutput{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("tool %s: arguments do not decode: %v", spec.Name, err), ErrArgumentDecode, err)
+		}
+		ctx = context.WithValue(ctx, callKey{}, &in)
+		res, err := body(ctx, args)
+		if err != nil {
+			return ToolOutput{}, err
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return ToolOutput{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("tool %s: result does not encode as JSON: %v", spec.Name, err), ErrResultEncode, err)
+		}
+		return ToolOutput{Result: b}, nil
+	}
+	return t, nil
+}
+
+// MustTool is NewTool that panics on a declaration error, for package-level
+// tool variables.
+func MustTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...ToolOptions) *Tool {
+	t, err := NewTool(spec, body, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+type callKey struct{}
+
+// IdempotencyKey returns the stable downstream idempotency key of the tool
+// execution running in ctx, or "" outside a tool body. It is the same on
+// every attempt, after a worker crash, on replay and after a thread reload;
+// send it to the service the tool calls.
+func IdempotencyKey(ctx context.Context) string {
+	if in, ok := ctx.Value(callKey{}).(*ToolInput); ok {
+		return in.IdempotencyKey
+	}
+	return ""
+}
+
+// CallInfo returns the input of the tool execution running in ctx.
+func CallInfo(ctx context.Context) (ToolInput, bool) {
+	in, ok := ctx.Value(callKey{}).(*ToolInput)
+	if !ok {
+		return ToolInput{}, false
+	}
+	return *in, true
+}
+
+// ToolError makes a tool failure with a stable type; nonRetryable failures
+// are not attempted again by Temporal (and, like any failure, are recorded
+// and served again to an identical call).
+func ToolError(message, errType string, nonRetryable bool) error {
+	if nonRetryable {
+		return temporal.NewNonRetryableApplicationError(message, errType, nil)
+	}
+	return temporal.NewApplicationError(message, errType)
+}
+
+// ErrNoTool is returned by Toolbox lookups for an unknown name.
+var ErrNoTool = errors.New("tulip: no such tool")

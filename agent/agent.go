@@ -1,0 +1,294 @@
+// Package agent is the client side of tulip: start an agent run, wait for
+// its answer or its interrupt, resume it, and read execution logs.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// RunOptions start an agent run.
+type RunOptions struct {
+	// TaskQueue of the worker running tulip. Required.
+	TaskQueue string
+	// Model names a model registered on the worker. Required.
+	Model string
+	// Agent names the agent. Zero value: "support".
+	Agent string
+	// ThreadID, when set, is the run's workflow ID: the run reloads the
+	// thread's checkpoint, and a second concurrent run on it is refused
+	// with *ThreadBusyError.
+	ThreadID string
+	// WorkflowID of a run without a thread. Zero value: "tulip-run-" and a
+	// random suffix.
+	WorkflowID string
+	// Message is the user's message.
+	Message string
+	// Hooks installed at start, in order.
+	Hooks []string
+	// MaxTurns bounds the model responses. Zero value: 32.
+	MaxTurns int
+	// Limits bound argument text. Zero value: 64 levels, 256 KiB.
+	Limits dedup.Limits
+	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
+	WorkflowExecutionTimeout time.Duration
+}
+
+// ThreadBusyError: a run is already open on the thread.
+type ThreadBusyError struct {
+	ThreadID string
+	RunID    string
+}
+
+func (e *ThreadBusyError) Error() string {
+	return fmt.Sprintf("thread %q already has an open run (%s); resume or finish it first", e.ThreadID, e.RunID)
+}
+
+// NotInterruptedError: a resume for a run that is closed.
+type NotInterruptedError struct {
+	WorkflowID string
+}
+
+func (e *NotInterruptedError) Error() string {
+	return fmt.Sprintf("run %q is closed: there is nothing to resume", e.WorkflowID)
+}
+
+// RunFailedError: the run failed. Result holds its trace and error.
+type RunFailedError struct {
+	Result *workflow.RunResult
+	Err    error
+}
+
+func (e *RunFailedError) Error() string { return "agent run failed: " + e.Err.Error() }
+func (e *RunFailedError) Unwrap() error { return e.Err }
+
+// Handle identifies a started run.
+type Handle struct {
+	WorkflowID string
+	RunID      string
+}
+
+// Start starts an agent run and returns at once.
+func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error) {
+	if opts.TaskQueue == "" {
+		return Handle{}, errors.New("agent: RunOptions.TaskQueue is required")
+	}
+	if opts.Model == "" {
+		return Handle{}, errors.New("agent: RunOptions.Model is required")
+	}
+	in := workflow.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
+		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits}
+	id := opts.WorkflowID
+	if opts.ThreadID != "" {
+		id = opts.ThreadID
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+		case err != nil:
+			return Handle{}, fmt.Errorf("agent: thread %q: %w", id, err)
+		case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			return Handle{}, &ThreadBusyError{ThreadID: id, RunID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+		default:
+			in.PreviousRunID = desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		}
+	} else if id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = "tulip-run-" + hex.EncodeToString(b[:])
+	}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                opts.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionTimeout: opts.WorkflowExecutionTimeout,
+	}, workflow.WorkflowName, in)
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return Handle{}, &ThreadBusyError{ThreadID: id, RunID: started.RunId}
+		}
+		return Handle{}, fmt.Errorf("agent: start run: %w", err)
+	}
+	return Handle{WorkflowID: run.GetID(), RunID: run.GetRunID()}, nil
+}
+
+// Run starts an agent run and waits for its answer or its first interrupt
+// (see Await).
+func Run(ctx context.Context, c client.Client, opts RunOptions) (Handle, *workflow.RunResult, error) {
+	h, err := Start(ctx, c, opts)
+	if err != nil {
+		return h, nil, err
+	}
+	res, err := Await(ctx, c, h, "")
+	return h, res, err
+}
+
+// PollInterval is how often Await asks a running run whether it is
+// interrupted. Queries add no history events.
+var PollInterval = 100 * time.Millisecond
+
+// Await waits until the run completes, fails, or is interrupted by an
+// interrupt other than skip. A completed or interrupted run returns its
+// result (Status tells which; Interrupt lists the held calls). A failed run
+// returns its result, when it has one, and a *RunFailedError.
+func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workflow.RunResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res *workflow.RunResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		var res workflow.RunResult
+		err := c.GetWorkflow(ctx, h.WorkflowID, h.RunID).Get(ctx, &res)
+		if err == nil {
+			done <- outcome{res: &res}
+			return
+		}
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.HasDetails() {
+			var failed workflow.RunResult
+			if appErr.Details(&failed) == nil {
+				done <- outcome{res: &failed, err: &RunFailedError{Result: &failed, Err: err}}
+				return
+			}
+		}
+		done <- outcome{err: &RunFailedError{Err: err}}
+	}()
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case o := <-done:
+			return o.res, o.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+			st, err := State(ctx, c, h)
+			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil && st.Interrupt.ID != skip {
+				return st, nil
+			}
+		}
+	}
+}
+
+// State queries a run's state so far.
+func State(ctx context.Context, c client.Client, h Handle) (*workflow.RunResult, error) {
+	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryState)
+	if err != nil {
+		return nil, err
+	}
+	var st workflow.RunResult
+	if err := v.Get(&st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Resume answers the run's interrupt by update. A resume with nothing to
+// resume fails: the update's validator refuses it while the run is open
+// (ApplicationError type activities.ErrNotInterrupted, or ErrStaleInterrupt
+// for an old interrupt id), and a closed run gives *NotInterruptedError.
+// A resume delivered twice for the same interrupt takes effect once.
+func Resume(ctx context.Context, c client.Client, workflowID string, in workflow.ResumeInput) (workflow.ResumeResult, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return workflow.ResumeResult{}, fmt.Errorf("agent: resume %q: %w", workflowID, err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return workflow.ResumeResult{}, &NotInterruptedError{WorkflowID: workflowID}
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateName:   workflow.UpdateResume,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return workflow.ResumeResult{}, err
+	}
+	var out workflow.ResumeResult
+	if err := h.Get(ctx, &out); err != nil {
+		return workflow.ResumeResult{}, err
+	}
+	return out, nil
+}
+
+// ResumeBySignal sends the same resume as a signal, for callers that cannot
+// send updates. It must name the interrupt; an invalid signal is dropped by
+// the run (signals cannot answer).
+func ResumeBySignal(ctx context.Context, c client.Client, workflowID string, in workflow.ResumeInput) error {
+	if in.InterruptID == "" {
+		return errors.New("agent: a resume signal must name its interrupt")
+	}
+	return c.SignalWorkflow(ctx, workflowID, "", workflow.SignalResume, in)
+}
+
+// Log returns a run's execution log (open or closed) by query.
+func Log(ctx context.Context, c client.Client, h Handle) ([]dedup.Record, error) {
+	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryLog)
+	if err != nil {
+		return nil, err
+	}
+	var recs []dedup.Record
+	if err := v.Get(&recs); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// ThreadLog returns the execution log that agent left on a thread: the open
+// run's log, or the last closed run's checkpoint.
+func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]dedup.Record, error) {
+	if agent == "" {
+		agent = workflow.DefaultAgent
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
+	if err != nil {
+		return nil, fmt.Errorf("agent: thread %q: %w", threadID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	h := Handle{WorkflowID: threadID, RunID: info.GetExecution().GetRunId()}
+	closed := h.RunID
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		st, err := State(ctx, c, h)
+		if err != nil {
+			return nil, err
+		}
+		if st.Agent == agent {
+			return Log(ctx, c, h)
+		}
+		// Another agent's run is open: read the checkpoint it started from.
+		if closed, err = activities.PreviousRunOf(ctx, c, threadID, h.RunID); err != nil {
+			return nil, err
+		}
+	}
+	cp, err := activities.TemporalCheckpointer{Client: c}.Load(ctx, activities.ThreadRef{ThreadID: threadID, PreviousRunID: closed})
+	if err != nil {
+		return nil, err
+	}
+	if cp == nil || cp.Agents[agent] == nil {
+		return []dedup.Record{}, nil
+	}
+	l, err := dedup.Restore(cp.Agents[agent])
+	if err != nil {
+		return nil, err
+	}
+	return l.Records(), nil
+}

@@ -1,0 +1,286 @@
+// Package cli is the tulip command line, callable in process (Main) so that
+// tests can drive it with their own arguments and output.
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/devserver"
+	tworker "github.com/tulip-temporal/tulip/worker"
+)
+
+const usage = `tulip: LLM-agent tool calls that are safe to repeat, on Temporal.
+
+Usage:
+  tulip demo [--address A]              run the refund story on an embedded server
+  tulip dev [--db FILE] [--port N]      embedded server + demo worker; stays up
+  tulip run --scenario FILE [--json]    play a scenario (FORMAT.md) and print its trace
+  tulip chat --base-url URL --model M "message"
+                                        run the support agent against an OpenAI-compatible model
+  tulip inspect THREAD [--agent A] [--json]
+                                        print a thread's execution log
+  tulip history WORKFLOW_ID -o FILE     export a run's history as JSON
+  tulip replay FILE...                  replay histories with the tulip plugin installed
+  tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
+                                        answer an interrupted run
+
+Commands that talk to a server take --address and --namespace, and read the
+Temporal CLI's environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
+TEMPORAL_TLS_CLIENT_KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
+TEMPORAL_TLS_SERVER_NAME. demo, run and chat start an embedded server when
+no address is given.
+`
+
+// Main runs the tulip command line with args (without the program name) and
+// returns the exit code. Errors are one line on stderr.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "demo":
+		err = e.demo(args[1:])
+	case "dev":
+		err = e.dev(args[1:])
+	case "run":
+		err = e.run(args[1:])
+	case "chat":
+		err = e.chat(args[1:])
+	case "inspect":
+		err = e.inspect(args[1:])
+	case "history":
+		err = e.history(args[1:])
+	case "replay":
+		err = e.replay(args[1:])
+	case "resume":
+		err = e.resume(args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		err = usageError{fmt.Sprintf("unknown command %q (try 'tulip help')", args[0])}
+	}
+	if err == nil {
+		return 0
+	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec)
+	}
+	fmt.Fprintln(stderr, "tulip: "+oneLine(err.Error()))
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+// exitCode ends Main with this code and no further message.
+type exitCode int
+
+func (e exitCode) Error() string { return "exit " + strconv.Itoa(int(e)) }
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\r", " ")
+	return strings.ReplaceAll(s, "\n", " ")
+}
+
+type env struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func (e *env) progress(format string, a ...any) {
+	fmt.Fprintf(e.stderr, format+"\n", a...)
+}
+
+// flags makes a flag set whose errors come back as usage errors.
+func (e *env) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("tulip "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	// Allow flags after positional arguments: tulip inspect T --agent a.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+// conn holds the connection flags shared by server commands.
+type conn struct {
+	address, namespace string
+}
+
+func (e *env) connFlags(fs *flag.FlagSet) *conn {
+	c := &conn{}
+	fs.StringVar(&c.address, "address", "", "Temporal frontend host:port (default $TEMPORAL_ADDRESS, else an embedded server where the command allows)")
+	fs.StringVar(&c.namespace, "namespace", "", "Temporal namespace (default $TEMPORAL_NAMESPACE, else \"default\")")
+	return c
+}
+
+func (e *env) logger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
+
+// session is a client, with the embedded server it may have started.
+type session struct {
+	client client.Client
+	server *devserver.Server
+}
+
+func (s *session) Close() {
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.server != nil {
+		s.server.Stop()
+	}
+}
+
+// connect dials the server named by flags or environment, or starts an
+// embedded one when embedded is true and none is named.
+func (e *env) connect(c *conn, embedded bool, dbFile string) (*session, error) {
+	addr := c.address
+	if addr == "" {
+		addr = e.getenv("TEMPORAL_ADDRESS")
+	}
+	ns := c.namespace
+	if ns == "" {
+		ns = e.getenv("TEMPORAL_NAMESPACE")
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	s := &session{}
+	if addr == "" {
+		if !embedded {
+			return nil, usageError{"no server: give --address (or TEMPORAL_ADDRESS); 'tulip dev' starts one"}
+		}
+		e.progress("starting the embedded Temporal server...")
+		start := time.Now()
+		srv, err := devserver.Start(devserver.Options{DBFile: dbFile, Namespace: ns, LogOutput: e.stderr, LogLevel: slog.LevelError})
+		if err != nil {
+			return nil, err
+		}
+		e.progress("embedded server at %s (started in %s)", srv.Address(), time.Since(start).Round(time.Millisecond))
+		s.server, addr = srv, srv.Address()
+	}
+	opts := client.Options{HostPort: addr, Namespace: ns, Logger: e.logger()}
+	if err := e.tlsOptions(&opts); err != nil {
+		s.Close()
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	cl, err := client.DialContext(dctx, opts)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("cannot reach Temporal at %s: %v", addr, err)
+	}
+	s.client = cl
+	return s, nil
+}
+
+// tlsOptions applies the Temporal CLI's TLS and API-key environment. TLS is
+// on when TEMPORAL_TLS is true, or when a certificate, CA, server name or
+// API key is given, unless TEMPORAL_TLS is explicitly false.
+func (e *env) tlsOptions(opts *client.Options) error {
+	apiKey := e.getenv("TEMPORAL_API_KEY")
+	if apiKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(apiKey)
+	}
+	certPath, keyPath := e.getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"), e.getenv("TEMPORAL_TLS_CLIENT_KEY_PATH")
+	caPath, serverName := e.getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH"), e.getenv("TEMPORAL_TLS_SERVER_NAME")
+	useTLS := certPath != "" || keyPath != "" || caPath != "" || serverName != "" || apiKey != ""
+	if v := e.getenv("TEMPORAL_TLS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("TEMPORAL_TLS=%q is not a boolean", v)
+		}
+		useTLS = b
+	}
+	if !useTLS {
+		return nil
+	}
+	cfg := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
+	if certPath != "" || keyPath != "" {
+		cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+		if err != nil {
+			return fmt.Errorf("TLS client certificate: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if caPath != "" {
+		pem, err := os.ReadFile(caPath)
+		if err != nil {
+			return fmt.Errorf("TLS server CA: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("TLS server CA %s holds no certificate", caPath)
+		}
+		cfg.RootCAs = pool
+	}
+	if skip, _ := strconv.ParseBool(e.getenv("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION")); skip {
+		cfg.InsecureSkipVerify = true
+	}
+	opts.ConnectionOptions.TLS = cfg
+	return nil
+}
+
+// startWorker runs a tulip worker on taskQueue until the returned stop is
+// called.
+func startWorker(c client.Client, taskQueue string, opts tworker.Options) (func(), error) {
+	plugin, err := tworker.NewPlugin(opts)
+	if err != nil {
+		return nil, err
+	}
+	w := sdkworker.New(c, taskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("worker: %v", err)
+	}
+	return w.Stop, nil
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

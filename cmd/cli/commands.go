@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/devserver"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// DevTaskQueue is the task queue of the worker 'tulip dev' runs.
+const DevTaskQueue = "tulip"
+
+func (e *env) dev(args []string) error {
+	fs := e.flags("dev")
+	db := fs.String("db", "", "keep the server's state in this SQLite file (default: in memory)")
+	port := fs.Int("port", 7233, "frontend gRPC port (0: a free one)")
+	ns := fs.String("namespace", "default", "namespace to create")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS]"}
+	}
+	srv, err := devserver.Start(devserver.Options{DBFile: *db, Port: *port, Namespace: *ns, LogOutput: e.stderr})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	s, err := e.connect(&conn{address: srv.Address(), namespace: *ns}, false, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tb := demo.NewToolbox()
+	stop, err := startWorker(s.client, DevTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model()}})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Fprintf(e.stdout, "Temporal server: %s  namespace: %s\n", srv.Address(), *ns)
+	fmt.Fprintf(e.stdout, "tulip worker on task queue %q with the demo toolbox, demo hooks and model \"demo\"\n", DevTaskQueue)
+	fmt.Fprintf(e.stdout, "point clients and workers at it: --address %s (or TEMPORAL_ADDRESS=%s)\n", srv.Address(), srv.Address())
+	if *db != "" {
+		fmt.Fprintf(e.stdout, "state is kept in %s\n", *db)
+	}
+	fmt.Fprintln(e.stdout, "Ctrl-C stops it.")
+	<-e.ctx.Done()
+	e.progress("stopping")
+	return nil
+}
+
+func (e *env) inspect(args []string) error {
+	fs := e.flags("inspect")
+	c := e.connFlags(fs)
+	agentName := fs.String("agent", workflow.DefaultAgent, "the agent whose log to show")
+	asJSON := fs.Bool("json", false, "print the records as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"usage: tulip inspect THREAD [--agent A] [--json]"}
+	}
+	s, err := e.connect(c, false, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	recs, err := agent.ThreadLog(e.ctx, s.client, fs.Arg(0), *agentName)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(recs)
+	}
+	fmt.Fprintf(e.stdout, "thread %s, agent %s: %d records\n", fs.Arg(0), *agentName, len(recs))
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tRESPONSE\tCALL\tTOOL\tARGUMENTS\tORIGIN\tRESULT / ERROR")
+	for _, r := range recs {
+		detail := string(r.Result)
+		if r.Error != nil {
+			detail = "error: " + r.Error.Message
+		}
+		origin := string(r.Origin)
+		if r.ServedFrom != nil {
+			origin += fmt.Sprintf(" (from %d)", *r.ServedFrom)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Response, r.CallID, r.Tool, clip(r.Arguments, 48), origin, clip(detail, 60))
+	}
+	return tw.Flush()
+}
+
+func (e *env) history(args []string) error {
+	fs := e.flags("history")
+	c := e.connFlags(fs)
+	out := fs.String("o", "", "output file")
+	runID := fs.String("run-id", "", "run ID (default: the latest run)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || *out == "" {
+		return usageError{"usage: tulip history WORKFLOW_ID -o FILE [--run-id ID]"}
+	}
+	s, err := e.connect(c, false, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	hist := &historypb.History{}
+	it := s.client.GetWorkflowHistory(e.ctx, fs.Arg(0), *runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return fmt.Errorf("history of %s: %v", fs.Arg(0), err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	e.progress("wrote %d events to %s", len(hist.Events), *out)
+	return nil
+}
+
+// ReplayOptions is the worker configuration replay uses: the demo toolbox
+// and hooks, as 'tulip dev', 'tulip run' and 'tulip demo' run them.
+func ReplayOptions() tworker.Options {
+	return tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()}
+}
+
+func (e *env) replay(args []string) error {
+	fs := e.flags("replay")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usageError{"usage: tulip replay FILE..."}
+	}
+	plugin, err := tworker.NewPlugin(ReplayOptions())
+	if err != nil {
+		return err
+	}
+	replayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, f := range fs.Args() {
+		if _, err := os.Stat(f); err != nil {
+			fmt.Fprintf(e.stderr, "tulip: %s: %v\n", f, err)
+			failed++
+			continue
+		}
+		if err := replayer.ReplayWorkflowHistoryFromJSONFile(e.logger(), f); err != nil {
+			fmt.Fprintf(e.stderr, "tulip: %s: replay failed: %s\n", f, oneLine(err.Error()))
+			failed++
+			continue
+		}
+		fmt.Fprintf(e.stdout, "ok   %s\n", f)
+	}
+	if failed > 0 {
+		return exitCode(1)
+	}
+	return nil
+}
+
+func (e *env) resume(args []string) error {
+	fs := e.flags("resume")
+	c := e.connFlags(fs)
+	answer := fs.String("answer", "", "the answer given to the model")
+	dangling := fs.Bool("perform-dangling", false, "run the held calls (unmatched, unrecorded)")
+	interrupt := fs.String("interrupt", "", "the interrupt answered (default: the current one)")
+	bySignal := fs.Bool("signal", false, "send the resume as a signal instead of an update")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"usage: tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]"}
+	}
+	s, err := e.connect(c, false, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	in := workflow.ResumeInput{InterruptID: *interrupt, Answer: *answer, PerformDangling: *dangling}
+	id := fs.Arg(0)
+	if *bySignal {
+		if in.InterruptID == "" {
+			st, err := agent.State(e.ctx, s.client, agent.Handle{WorkflowID: id})
+			if err != nil {
+				return err
+			}
+			if st.Interrupt == nil {
+				return &agent.NotInterruptedError{WorkflowID: id}
+			}
+			in.InterruptID = st.Interrupt.ID
+		}
+		if err := agent.ResumeBySignal(e.ctx, s.client, id, in); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "sent resume of %s to %s by signal\n", in.InterruptID, id)
+		return nil
+	}
+	res, err := agent.Resume(e.ctx, s.client, id, in)
+	if err != nil {
+		var nie *agent.NotInterruptedError
+		if errors.As(err, &nie) {
+			return err
+		}
+		return fmt.Errorf("resume %s: %s", id, strings.TrimSpace(err.Error()))
+	}
+	if res.Duplicate {
+		fmt.Fprintf(e.stdout, "%s was already answered; nothing changed\n", res.InterruptID)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "resumed %s of %s (perform_dangling=%v)\n", res.InterruptID, id, *dangling)
+	return nil
+}
+
+func (e *env) chat(args []string) error {
+	return usageError{"chat: not available yet"}
+}

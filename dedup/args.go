@@ -1,0 +1,321 @@
+package dedup
+
+import (
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Args is a tool call's parsed arguments (a JSON object) with its canonical
+// encodings, each computed once.
+type Args struct {
+	text string
+	val  Value
+
+	valueKey, sortedJSON     string
+	haveValueKey, haveSorted bool
+}
+
+// NewArgs wraps an object Value (for instance one a hook rewrote) as Args.
+func NewArgs(v Value) *Args {
+	return &Args{val: v}
+}
+
+// Value returns the argument object. Callers must not modify it; Clone it
+// first.
+func (a *Args) Value() *Value { return &a.val }
+
+// Text returns the argument text: the model's original text for parsed
+// Args, or the compact encoding for Args made by NewArgs.
+func (a *Args) Text() string {
+	if a.text == "" {
+		a.text = a.val.JSON()
+	}
+	return a.text
+}
+
+// ValueKey is the canonical encoding of value equality: two Args are
+// value-equal exactly when their ValueKeys are equal. Integral numbers are
+// written as exact integers (120 and 120.0 both as 120), objects with sorted
+// keys, strings length-prefixed.
+func (a *Args) ValueKey() string {
+	if !a.haveValueKey {
+		var sb strings.Builder
+		sb.Grow(len(a.text) + 16)
+		writeValueKey(&sb, &a.val)
+		a.valueKey, a.haveValueKey = sb.String(), true
+	}
+	return a.valueKey
+}
+
+// SortedKeyJSON is Python's json.dumps(args, sort_keys=True): the relation
+// for earlier calls of the same response, compared as text. Floats are
+// written as Python's repr, so 120 and 120.0 differ.
+func (a *Args) SortedKeyJSON() string {
+	if !a.haveSorted {
+		var sb strings.Builder
+		sb.Grow(len(a.text) + 16)
+		writeSortedJSON(&sb, &a.val)
+		a.sortedJSON, a.haveSorted = sb.String(), true
+	}
+	return a.sortedJSON
+}
+
+func (a *Args) dropEncodings() {
+	a.valueKey, a.sortedJSON = "", ""
+	a.haveValueKey, a.haveSorted = false, false
+}
+
+// ValueEqual reports value equality with b (see Equal).
+func (a *Args) ValueEqual(b *Args) bool { return Equal(&a.val, &b.val) }
+
+// SortedKeyEqual reports sorted-key JSON equality with b.
+func (a *Args) SortedKeyEqual(b *Args) bool { return a.SortedKeyJSON() == b.SortedKeyJSON() }
+
+var hashSeed = maphash.MakeSeed()
+
+func hashKey(tool, key string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	h.WriteString(tool)
+	h.WriteByte(0)
+	h.WriteString(key)
+	return h.Sum64()
+}
+
+func (a *Args) valueHashFor(tool string) uint64 {
+	return hashKey(tool, a.ValueKey())
+}
+
+func (a *Args) sortedHashFor(tool string) uint64 {
+	return hashKey(tool, a.SortedKeyJSON())
+}
+
+func sortedMembers(obj []Member) []*Member {
+	ms := make([]*Member, len(obj))
+	for i := range obj {
+		ms[i] = &obj[i]
+	}
+	slices.SortFunc(ms, func(x, y *Member) int { return strings.Compare(x.Key, y.Key) })
+	return ms
+}
+
+func writeValueKey(sb *strings.Builder, v *Value) {
+	switch v.kind {
+	case Null:
+		sb.WriteByte('n')
+	case Bool:
+		if v.b {
+			sb.WriteByte('t')
+		} else {
+			sb.WriteByte('f')
+		}
+	case Int:
+		sb.WriteByte('i')
+		sb.WriteString(intDigits(v.lit))
+		sb.WriteByte(';')
+	case Float:
+		if s, ok := floatIntegerText(v.f); ok {
+			sb.WriteByte('i')
+			sb.WriteString(s)
+		} else {
+			sb.WriteByte('d')
+			sb.WriteString(strconv.FormatFloat(v.f, 'g', -1, 64))
+		}
+		sb.WriteByte(';')
+	case String:
+		writeLenString(sb, 's', v.lit)
+	case Array:
+		sb.WriteByte('[')
+		for i := range v.arr {
+			writeValueKey(sb, &v.arr[i])
+		}
+		sb.WriteByte(']')
+	case Object:
+		sb.WriteByte('{')
+		for _, m := range sortedMembers(v.obj) {
+			writeLenString(sb, 'k', m.Key)
+			writeValueKey(sb, &m.Value)
+		}
+		sb.WriteByte('}')
+	}
+}
+
+func writeLenString(sb *strings.Builder, tag byte, s string) {
+	sb.WriteByte(tag)
+	sb.WriteString(strconv.Itoa(len(s)))
+	sb.WriteByte(':')
+	sb.WriteString(s)
+}
+
+func writeSortedJSON(sb *strings.Builder, v *Value) {
+	switch v.kind {
+	case Null:
+		sb.WriteString("null")
+	case Bool:
+		if v.b {
+			sb.WriteString("true")
+		} else {
+			sb.WriteString("false")
+		}
+	case Int:
+		sb.WriteString(intDigits(v.lit))
+	case Float:
+		pythonFloatRepr(sb, v.f)
+	case String:
+		writePythonString(sb, v.lit)
+	case Array:
+		sb.WriteByte('[')
+		for i := range v.arr {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			writeSortedJSON(sb, &v.arr[i])
+		}
+		sb.WriteByte(']')
+	case Object:
+		sb.WriteByte('{')
+		for i, m := range sortedMembers(v.obj) {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			writePythonString(sb, m.Key)
+			sb.WriteString(": ")
+			writeSortedJSON(sb, &m.Value)
+		}
+		sb.WriteByte('}')
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+func writeU(sb *strings.Builder, r rune) {
+	sb.WriteString(`\u`)
+	sb.WriteByte(hexDigits[r>>12&0xF])
+	sb.WriteByte(hexDigits[r>>8&0xF])
+	sb.WriteByte(hexDigits[r>>4&0xF])
+	sb.WriteByte(hexDigits[r&0xF])
+}
+
+// writePythonString writes s as json.dumps does with ensure_ascii=True.
+func writePythonString(sb *strings.Builder, s string) {
+	sb.WriteByte('"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			j := i
+			for j < len(s) && s[j] >= 0x20 && s[j] < utf8.RuneSelf && s[j] != '"' && s[j] != '\\' {
+				j++
+			}
+			if j > i {
+				sb.WriteString(s[i:j])
+				i = j
+				continue
+			}
+			writeASCII(sb, c)
+			i++
+			continue
+		}
+		r, size := decodeWTF8(s, i)
+		i += size
+		if r > 0xFFFF {
+			r -= 0x10000
+			writeU(sb, 0xD800+(r>>10))
+			writeU(sb, 0xDC00+(r&0x3FF))
+		} else {
+			writeU(sb, r)
+		}
+	}
+	sb.WriteByte('"')
+}
+
+func writeASCII(sb *strings.Builder, c byte) {
+	switch c {
+	case '"':
+		sb.WriteString(`\"`)
+	case '\\':
+		sb.WriteString(`\\`)
+	case '\n':
+		sb.WriteString(`\n`)
+	case '\r':
+		sb.WriteString(`\r`)
+	case '\t':
+		sb.WriteString(`\t`)
+	case '\b':
+		sb.WriteString(`\b`)
+	case '\f':
+		sb.WriteString(`\f`)
+	default:
+		if c < 0x20 {
+			writeU(sb, rune(c))
+		} else {
+			sb.WriteByte(c)
+		}
+	}
+}
+
+// JSON returns a compact JSON encoding of v that keeps every number's
+// spelling and the members' source order: valid JSON that parses back to an
+// identical Value.
+func (v *Value) JSON() string {
+	var sb strings.Builder
+	writeCompact(&sb, v)
+	return sb.String()
+}
+
+func writeCompact(sb *strings.Builder, v *Value) {
+	switch v.kind {
+	case Null, Bool, String:
+		if v.kind == String {
+			writeCompactString(sb, v.lit)
+		} else {
+			writeSortedJSON(sb, v)
+		}
+	case Int, Float:
+		sb.WriteString(v.lit)
+	case Array:
+		sb.WriteByte('[')
+		for i := range v.arr {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			writeCompact(sb, &v.arr[i])
+		}
+		sb.WriteByte(']')
+	case Object:
+		sb.WriteByte('{')
+		for i := range v.obj {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			writeCompactString(sb, v.obj[i].Key)
+			sb.WriteByte(':')
+			writeCompact(sb, &v.obj[i].Value)
+		}
+		sb.WriteByte('}')
+	}
+}
+
+// writeCompactString keeps non-ASCII text as UTF-8 and escapes only what
+// JSON requires, plus lone surrogates (which UTF-8 cannot carry).
+func writeCompactString(sb *strings.Builder, s string) {
+	sb.WriteByte('"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			writeASCII(sb, c)
+			i++
+			continue
+		}
+		r, size := decodeWTF8(s, i)
+		if r >= 0xD800 && r <= 0xDFFF {
+			writeU(sb, r)
+		} else {
+			sb.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	sb.WriteByte('"')
+}

@@ -1,0 +1,254 @@
+package dedup
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Origin says how a record came to be.
+type Origin string
+
+// The origins of a record.
+const (
+	// Executed: the tool body ran for this call; its result or final error
+	// is the outcome.
+	Executed Origin = "executed"
+	// Served: a matching earlier record's outcome was served; the body did
+	// not run.
+	Served Origin = "served"
+	// Cancelled: a before-hook cancelled the call; the cancel message is the
+	// outcome and the arguments are the model's (pre-hook).
+	Cancelled Origin = "cancelled"
+)
+
+// ErrorTypeCancelled is the ToolError type of a cancelled call's outcome.
+const ErrorTypeCancelled = "tulip.Cancelled"
+
+// ToolError is a recorded failure: the body's final error, or a cancel
+// message. A failure is an outcome like any other and is served again.
+type ToolError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func (e *ToolError) Error() string { return e.Message }
+
+// Relation names the rule under which a call matched a record.
+type Relation string
+
+// The relations of RULES.md.
+const (
+	NoMatch Relation = ""
+	// EarlierTurn: value equality against a record of an earlier response
+	// (a reloaded checkpoint included).
+	EarlierTurn Relation = "earlier_turn"
+	// SameResponse: sorted-key JSON against an earlier call of the same
+	// response.
+	SameResponse Relation = "same_response"
+)
+
+// Record is one entry of the execution log.
+type Record struct {
+	// Seq is the record's position in the log, from 0.
+	Seq int `json:"seq"`
+	// Tool is the tool's name.
+	Tool string `json:"tool"`
+	// Arguments is the argument text compared for dedup: post-hook for
+	// executed and served records, the model's own for cancelled ones.
+	Arguments string `json:"arguments"`
+	// Response numbers the model response the call came from, across the
+	// whole log (a reloaded checkpoint's responses come first).
+	Response int `json:"response"`
+	// Run identifies the agent run (workflow run) that made the record.
+	Run string `json:"run,omitempty"`
+	// Turn is the 1-based model response within its run.
+	Turn int `json:"turn"`
+	// CallID is the model's tool-call id.
+	CallID string `json:"call_id"`
+	// Origin says how the record came to be.
+	Origin Origin `json:"origin"`
+	// Result is the body's JSON result, when it succeeded.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error is the failure (or cancel message), when there is one.
+	Error *ToolError `json:"error,omitempty"`
+	// ServedFrom is the Seq of the record a served call was served from.
+	ServedFrom *int `json:"served_from,omitempty"`
+	// Relation is the rule a served call matched under.
+	Relation Relation `json:"relation,omitempty"`
+	// Key is the downstream idempotency key the execution carried.
+	Key string `json:"key,omitempty"`
+
+	args   *Args
+	vh, sh uint64 // the index hashes of both relations
+}
+
+// Args returns the record's parsed arguments.
+func (r *Record) Args() *Args { return r.args }
+
+// Log is the execution log of one agent (the seed's tool_executions): ordered
+// records, indexed by a hash of each relation's canonical encoding. It is
+// not safe for concurrent use; a workflow's coroutines never run at once.
+type Log struct {
+	recs      []*Record
+	byValue   map[uint64][]int32
+	bySorted  map[uint64][]int32
+	responses int
+}
+
+// NewLog returns an empty log.
+func NewLog() *Log {
+	return &Log{byValue: map[uint64][]int32{}, bySorted: map[uint64][]int32{}}
+}
+
+// Len is the number of records.
+func (l *Log) Len() int { return len(l.recs) }
+
+// At returns record i. The caller must not change it.
+func (l *Log) At(i int) *Record { return l.recs[i] }
+
+// Records returns copies of all records, in order.
+func (l *Log) Records() []Record {
+	out := make([]Record, len(l.recs))
+	for i, r := range l.recs {
+		out[i] = *r
+	}
+	return out
+}
+
+// BeginResponse starts the next model response and returns its number.
+// Records appended after it belong to that response.
+func (l *Log) BeginResponse() int {
+	l.responses++
+	return l.responses
+}
+
+// Response returns the current response number (0 before the first).
+func (l *Log) Response() int { return l.responses }
+
+// Append records a call. r.Seq is set; args must be r's parsed arguments
+// (post-hook, or the model's for a cancelled call).
+func (l *Log) Append(r Record, args *Args) *Record {
+	r.Seq = len(l.recs)
+	r.args = args
+	if r.Arguments == "" {
+		r.Arguments = args.Text()
+	}
+	rec := &r
+	l.recs = append(l.recs, rec)
+	l.index(rec)
+	return rec
+}
+
+func (l *Log) index(r *Record) {
+	r.vh = r.args.valueHashFor(r.Tool)
+	l.byValue[r.vh] = append(l.byValue[r.vh], int32(r.Seq))
+	r.sh = r.args.sortedHashFor(r.Tool)
+	l.bySorted[r.sh] = append(l.bySorted[r.sh], int32(r.Seq))
+	// Only the hashes stay: a hash hit is confirmed structurally (value
+	// equality) or by re-encoding (sorted-key JSON, current response only),
+	// so a large log does not keep two more copies of every argument text.
+	r.args.dropEncodings()
+}
+
+// FindMatchingExecution applies the two-step match of RULES.md for one call
+// of an idempotent tool in response number response: first the earliest
+// record of an earlier response that is value-equal, then the earliest
+// record of the same response whose sorted-key JSON is equal. It returns nil
+// and NoMatch when neither exists. It never scans the log.
+func (l *Log) FindMatchingExecution(tool string, args *Args, response int) (*Record, Relation) {
+	vh := args.valueHashFor(tool)
+	for _, i := range l.byValue[vh] {
+		r := l.recs[i]
+		if r.Response < response && r.vh == vh && r.Tool == tool && Equal(&r.args.val, &args.val) {
+			return r, EarlierTurn
+		}
+	}
+	sh := args.sortedHashFor(tool)
+	chain := l.bySorted[sh]
+	// Records of the current response sit at the chain's tail.
+	first := len(chain)
+	for first > 0 && l.recs[chain[first-1]].Response >= response {
+		first--
+	}
+	for _, i := range chain[first:] {
+		r := l.recs[i]
+		if r.Response == response && r.sh == sh && r.Tool == tool && r.args.SortedKeyJSON() == args.SortedKeyJSON() {
+			return r, SameResponse
+		}
+	}
+	return nil, NoMatch
+}
+
+// SnapshotVersion is the version written by Snapshot.
+const SnapshotVersion = 1
+
+type snapshot struct {
+	Version   int      `json:"version"`
+	Responses int      `json:"responses"`
+	Records   []Record `json:"records"`
+}
+
+// Snapshot encodes the log deterministically (versioned JSON), for workflow
+// state and thread checkpoints. Restore reads it back exactly.
+func (l *Log) Snapshot() ([]byte, error) {
+	s := snapshot{Version: SnapshotVersion, Responses: l.responses, Records: l.Records()}
+	if s.Records == nil {
+		s.Records = []Record{}
+	}
+	for _, r := range l.recs {
+		fields := []string{r.Tool, r.Arguments, r.Run, r.CallID, r.Key}
+		if r.Error != nil {
+			fields = append(fields, r.Error.Type, r.Error.Message)
+		}
+		for _, f := range fields {
+			if !utf8.ValidString(f) {
+				return nil, fmt.Errorf("dedup: snapshot: record %d holds text that is not valid UTF-8", r.Seq)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("dedup: snapshot: %w", err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// ErrSnapshot is wrapped by every Restore error.
+var ErrSnapshot = errors.New("dedup: invalid snapshot")
+
+// restoreLimits accepts whatever an earlier run accepted.
+var restoreLimits = Limits{MaxDepth: maxDepthCap, MaxBytes: 1 << 30}
+
+// Restore decodes a Snapshot and rebuilds the index.
+func Restore(data []byte) (*Log, error) {
+	var s snapshot
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	if s.Version != SnapshotVersion {
+		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshot, s.Version, SnapshotVersion)
+	}
+	l := NewLog()
+	l.responses = s.Responses
+	for i, r := range s.Records {
+		if r.Seq != i {
+			return nil, fmt.Errorf("%w: record %d has seq %d", ErrSnapshot, i, r.Seq)
+		}
+		if r.Response > s.Responses {
+			return nil, fmt.Errorf("%w: record %d is of response %d, after the last (%d)", ErrSnapshot, i, r.Response, s.Responses)
+		}
+		args, err := Parse(r.Arguments, restoreLimits)
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %d: %v", ErrSnapshot, i, err)
+		}
+		l.Append(r, args)
+	}
+	return l, nil
+}

@@ -1,0 +1,317 @@
+// Package devserver embeds a Temporal server (SQLite, in memory or in a file)
+// for local use and tests: the temporalite idea, tuned for agent loops.
+//
+// It lives in its own module so that importing the tulip library never pulls
+// in go.temporal.io/server.
+package devserver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log/tag"
+	"go.temporal.io/server/common/membership/static"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// Options configures Start. The zero value is valid: an in-memory server on
+// 127.0.0.1, a free port, the "default" namespace, tuned dynamic config, and
+// only error logs, written to stderr.
+type Options struct {
+	// Host is the IP the frontend binds. It must be a loopback address.
+	// Zero value: 127.0.0.1.
+	Host string
+	// Port is the frontend gRPC port. Zero value: a free port.
+	Port int
+	// Namespace is created at start. Zero value: "default".
+	Namespace string
+	// DBFile keeps the server's state in this SQLite file, so it survives a
+	// restart. Zero value: in memory, gone at Stop.
+	DBFile string
+	// ServerDefaults keeps the server's stock dynamic config instead of the
+	// tuned one (for baselines). Zero value: tuned.
+	ServerDefaults bool
+	// DynamicConfig overrides individual dynamic config keys, applied last.
+	DynamicConfig map[string]any
+	// LogOutput receives server logs at LogLevel and above. Zero value:
+	// os.Stderr.
+	LogOutput io.Writer
+	// LogLevel is the lowest level logged. Zero value (slog.LevelInfo) is
+	// raised to slog.LevelError unless LogOutput is set.
+	LogLevel slog.Level
+}
+
+// TunedDynamicConfig is what Start applies unless Options.ServerDefaults is
+// set. The history queue processors' poll-rate limits (20 per second by
+// default) make every sequential activity after the first few wait ~50 ms;
+// agent loops are exactly that shape.
+func TunedDynamicConfig() map[string]any {
+	return map[string]any{
+		"history.transferProcessorMaxPollRPS":            10000,
+		"history.transferProcessorMaxPollHostRPS":        10000,
+		"history.timerProcessorMaxPollRPS":               10000,
+		"history.timerProcessorMaxPollHostRPS":           10000,
+		"history.visibilityProcessorMaxPollRPS":          10000,
+		"history.visibilityProcessorMaxPollHostRPS":      10000,
+		"history.outboundProcessorMaxPollRPS":            10000,
+		"history.outboundProcessorMaxPollHostRPS":        10000,
+		"frontend.namespaceRPS.visibility":               1000,
+		"system.forceSearchAttributesCacheRefreshOnRead": true,
+	}
+}
+
+// Server is a running embedded Temporal server.
+type Server struct {
+	srv       temporal.Server
+	address   string
+	namespace string
+	stopOnce  sync.Once
+}
+
+// Address is the frontend's host:port, for client.Options.HostPort.
+func (s *Server) Address() string { return s.address }
+
+// Namespace is the namespace the server created.
+func (s *Server) Namespace() string { return s.namespace }
+
+// Stop stops the server. It is safe to call more than once.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() { s.srv.Stop() })
+}
+
+func (o *Options) validate() error {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	ip := net.ParseIP(o.Host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("devserver: host %q is not a loopback IP address", o.Host)
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return fmt.Errorf("devserver: port %d is out of range", o.Port)
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.DBFile != "" {
+		dir := filepath.Dir(o.DBFile)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("devserver: folder %q for the database file does not exist", dir)
+		}
+	}
+	if o.LogOutput == nil {
+		o.LogOutput = os.Stderr
+		if o.LogLevel < slog.LevelError {
+			o.LogLevel = slog.LevelError
+		}
+	}
+	return nil
+}
+
+// Start validates the options, then starts the server and returns once it
+// accepts connections.
+func Start(opts Options) (*Server, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	var ports [5]int
+	for i := range ports {
+		p, err := freePort(opts.Host)
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	if opts.Port != 0 {
+		ports[0] = opts.Port
+	}
+	cfg, err := buildConfig(&opts, ports)
+	if err != nil {
+		return nil, err
+	}
+	dc := dynamicconfig.StaticClient{}
+	if !opts.ServerDefaults {
+		for k, v := range TunedDynamicConfig() {
+			dc[dynamicconfig.MakeKey(k)] = v
+		}
+	}
+	for k, v := range opts.DynamicConfig {
+		dc[dynamicconfig.MakeKey(k)] = v
+	}
+	logger := &logAdapter{w: opts.LogOutput, level: opts.LogLevel}
+	host := func(p int) static.Hosts { return static.SingleLocalHost(net.JoinHostPort(opts.Host, strconv.Itoa(p))) }
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(cfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: host(ports[0]),
+			primitives.HistoryService:  host(ports[2]),
+			primitives.MatchingService: host(ports[3]),
+			primitives.WorkerService:   host(ports[4]),
+		}),
+		temporal.WithLogger(logger),
+		temporal.WithDynamicConfigClient(dc),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devserver: start: %w", err)
+	}
+	s := &Server{srv: srv, address: net.JoinHostPort(opts.Host, strconv.Itoa(ports[0])), namespace: opts.Namespace}
+	if err := waitReachable(s.address, 10*time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func waitReachable(addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("devserver: frontend %s not reachable: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func buildConfig(o *Options, ports [5]int) (*config.Config, error) {
+	const clusterName = "active"
+	var conf config.Config
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = o.Host
+	conf.Persistence.DefaultStore = "sqlite-default"
+	conf.Persistence.VisibilityStore = "sqlite-default"
+	conf.Persistence.NumHistoryShards = 1
+
+	sqlConf := config.SQL{PluginName: sqliteplugin.PluginName}
+	if o.DBFile == "" {
+		sqlConf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		sqlConf.DatabaseName = "tulip-" + strconv.FormatUint(rand.Uint64(), 36)
+	} else {
+		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc", "_journal_mode": "WAL", "_busy_timeout": "5000"}
+		sqlConf.DatabaseName = o.DBFile
+		if _, err := os.Stat(o.DBFile); errors.Is(err, os.ErrNotExist) {
+			if err := sqliteschema.SetupSchema(&sqlConf); err != nil {
+				return nil, fmt.Errorf("devserver: set up schema in %s: %w", o.DBFile, err)
+			}
+		}
+	}
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, o.Namespace, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: namespace: %w", err)
+	}
+	if err := sqliteschema.CreateNamespaces(&sqlConf, ns); err != nil {
+		return nil, fmt.Errorf("devserver: create namespace: %w", err)
+	}
+	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: &sqlConf}}
+
+	frontend := net.JoinHostPort(o.Host, strconv.Itoa(ports[0]))
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontend,
+				HTTPAddress:            net.JoinHostPort(o.Host, strconv.Itoa(ports[1])),
+				ClusterID:              "tulip-dev",
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	svc := func(p int) config.Service {
+		var s config.Service
+		s.RPC.GRPCPort = p
+		s.RPC.BindOnIP = o.Host
+		return s
+	}
+	fe := svc(ports[0])
+	fe.RPC.HTTPPort = ports[1]
+	conf.Services = map[string]config.Service{
+		"frontend": fe,
+		"history":  svc(ports[2]),
+		"matching": svc(ports[3]),
+		"worker":   svc(ports[4]),
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = frontend
+	return &conf, nil
+}
+
+// freePort finds a free port and leaves it in TIME_WAIT (closed from the
+// listening side), so the kernel will not hand it to another bind(:0) before
+// the server binds it explicitly.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("devserver: no free port: %w", err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("devserver: reserve port: %w", err)
+	}
+	defer c.Close()
+	sc, err := l.Accept()
+	if err != nil {
+		return 0, fmt.Errorf("devserver: reserve port: %w", err)
+	}
+	sc.Close()
+	return port, nil
+}
+
+// logAdapter writes the server's logs as text lines at or above level.
+type logAdapter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	level slog.Level
+}
+
+func (l *logAdapter) log(level slog.Level, msg string, tags []tag.Tag) {
+	if level < l.level {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := fmt.Sprintf("temporal %s %s", level, msg)
+	for _, t := range tags {
+		line += fmt.Sprintf(" %s=%v", t.Key(), t.Value())
+	}
+	fmt.Fprintln(l.w, line)
+}
+
+func (l *logAdapter) Debug(msg string, tags ...tag.Tag)  { l.log(slog.LevelDebug, msg, tags) }
+func (l *logAdapter) Info(msg string, tags ...tag.Tag)   { l.log(slog.LevelInfo, msg, tags) }
+func (l *logAdapter) Warn(msg string, tags ...tag.Tag)   { l.log(slog.LevelWarn, msg, tags) }
+func (l *logAdapter) Error(msg string, tags ...tag.Tag)  { l.log(slog.LevelError, msg, tags) }
+func (l *logAdapter) DPanic(msg string, tags ...tag.Tag) { l.log(slog.LevelError, msg, tags) }
+func (l *logAdapter) Panic(msg string, tags ...tag.Tag)  { l.log(slog.LevelError, msg, tags) }
+func (l *logAdapter) Fatal(msg string, tags ...tag.Tag)  { l.log(slog.LevelError+4, msg, tags) }

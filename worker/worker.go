@@ -1,0 +1,94 @@
+// Package worker installs tulip on a Temporal worker: the agent-run
+// workflow, the tool, model and checkpoint activities, and the dedup
+// interceptor.
+//
+// On a real worker (and on a workflow replayer) use NewPlugin. Test
+// environments run no plugins: call Register and add NewInterceptor to the
+// worker options yourself.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	sdkworkflow "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/interceptor"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// PluginName is the plugin's name.
+const PluginName = "tulip"
+
+// Options configure tulip on a worker. The zero value registers the workflow
+// with no tools, hooks or models.
+type Options struct {
+	// Tools the agent may call.
+	Tools []*activities.Tool
+	// Hooks by name, for RunInput.Hooks and mid-run installs.
+	Hooks map[string]hooks.Hook
+	// Models by name, for RunInput.Model.
+	Models map[string]activities.Model
+	// Checkpointer loads and saves thread checkpoints. Zero value (nil):
+	// activities.TemporalCheckpointer, which needs nothing but Temporal.
+	Checkpointer activities.Checkpointer
+}
+
+// Registry is what Register needs: a worker, a workflow replayer's registry,
+// a test environment or a plugin's registry.
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options sdkworkflow.RegisterOptions)
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers the agent-run workflow and tulip's activities on r. It
+// does not install the interceptor (see NewInterceptor).
+func Register(r Registry, opts Options) error {
+	run, err := workflow.New(workflow.Config{Tools: opts.Tools, Hooks: opts.Hooks, CustomCheckpointer: opts.Checkpointer != nil})
+	if err != nil {
+		return err
+	}
+	r.RegisterWorkflowWithOptions(run, sdkworkflow.RegisterOptions{Name: workflow.WorkflowName})
+	for _, t := range opts.Tools {
+		r.RegisterActivityWithOptions(t.Activity(), activity.RegisterOptions{Name: t.ActivityName()})
+	}
+	models := activities.Models(opts.Models)
+	r.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
+	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer}
+	if cp.Checkpointer == nil {
+		cp.Checkpointer = activities.TemporalCheckpointer{}
+	}
+	r.RegisterActivityWithOptions(cp.Load, activity.RegisterOptions{Name: activities.LoadCheckpointActivity})
+	r.RegisterActivityWithOptions(cp.Save, activity.RegisterOptions{Name: activities.SaveCheckpointActivity})
+	return nil
+}
+
+// NewInterceptor returns the dedup worker interceptor.
+func NewInterceptor() sdkinterceptor.WorkerInterceptor { return interceptor.New() }
+
+// NewPlugin returns a worker plugin that registers everything on workers and
+// on workflow replayers, and installs the dedup interceptor on both.
+func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
+	if _, err := workflow.New(workflow.Config{Tools: opts.Tools, Hooks: opts.Hooks}); err != nil {
+		return nil, err // validate up front, not at worker start
+	}
+	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
+		Name:               PluginName,
+		WorkerInterceptors: []sdkinterceptor.WorkerInterceptor{interceptor.New()},
+		RunContextBefore: func(_ context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
+			if o.Registry == nil {
+				return errors.New("tulip: plugin has no registry")
+			}
+			if err := Register(o.Registry, opts); err != nil {
+				return fmt.Errorf("tulip: %w", err)
+			}
+			return nil
+		},
+	})
+}

@@ -1,0 +1,158 @@
+// Package workflow is the agent run: a Temporal workflow that calls the
+// model through an activity and handles each tool call in the order of
+// RULES.md (reject, before-hooks, cancel, interrupt, match, execute), until
+// a final answer or the turn limit.
+//
+// Matching and recording happen in the dedup interceptor (package
+// interceptor); this package decides, for each call, whether it may match
+// (an idempotent tool, in a run not continued by resume) and whether it is
+// recorded (not a dangling call run by resume).
+package workflow
+
+import (
+	"encoding/json"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/dedup"
+)
+
+// Stable names of the workflow and its handlers.
+const (
+	// WorkflowName is the agent-run workflow type.
+	WorkflowName = "tulip.AgentRun"
+	// QueryState returns a StateView.
+	QueryState = "tulip.state"
+	// QueryLog returns the execution log's records ([]dedup.Record).
+	QueryLog = "tulip.log"
+	// UpdateResume answers an interrupt (ResumeInput → ResumeResult). Its
+	// validator refuses a resume when the run is not interrupted.
+	UpdateResume = "tulip.resume"
+	// SignalResume is the same resume, for callers that cannot send
+	// updates. It must name its interrupt; an invalid one is dropped.
+	SignalResume = "tulip.resume"
+	// UpdateHooks installs and removes hooks mid-run (HooksInput).
+	UpdateHooks = "tulip.hooks"
+	// SignalHooks is the same, as a signal.
+	SignalHooks = "tulip.hooks"
+)
+
+// Defaults of RunInput's zero values.
+const (
+	DefaultAgent    = "support"
+	DefaultMaxTurns = 32
+)
+
+// RunInput starts an agent run.
+type RunInput struct {
+	// Agent names the agent. Execution logs are per agent. Zero value:
+	// "support".
+	Agent string `json:"agent,omitempty"`
+	// ThreadID, when set, makes the run reload the thread's checkpoint. The
+	// run's workflow ID is the thread ID.
+	ThreadID string `json:"thread_id,omitempty"`
+	// PreviousRunID is the thread's last closed run (the client fills it).
+	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// Message is the user's message.
+	Message string `json:"message,omitempty"`
+	// Model names a model registered on the worker. Required.
+	Model string `json:"model"`
+	// Hooks are installed at start, in order.
+	Hooks []string `json:"hooks,omitempty"`
+	// MaxTurns bounds the model responses of the run. Zero value: 32.
+	MaxTurns int `json:"max_turns,omitempty"`
+	// Limits bound argument text. Zero value: 64 levels, 256 KiB.
+	Limits dedup.Limits `json:"limits,omitempty"`
+}
+
+// Outcome is how a tool call was settled (the trace's outcome).
+type Outcome string
+
+// The outcomes of FORMAT.md.
+const (
+	OutcomeExecuted  Outcome = "executed"
+	OutcomeCached    Outcome = "cached"
+	OutcomeCancelled Outcome = "cancelled"
+	OutcomeHeld      Outcome = "held"
+	OutcomeDangling  Outcome = "dangling"
+	OutcomeDropped   Outcome = "dropped"
+	OutcomeRejected  Outcome = "rejected"
+)
+
+// TraceLine is one settled tool call.
+type TraceLine struct {
+	Turn   int    `json:"turn"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Arguments as compared for dedup (post-hook); null when rejected.
+	Arguments json.RawMessage `json:"arguments"`
+	Outcome   Outcome         `json:"outcome"`
+	Result    json.RawMessage `json:"result"`
+	Error     *string         `json:"error"`
+	// ServedFrom is the log record a cached call was served from.
+	ServedFrom *int           `json:"served_from,omitempty"`
+	Relation   dedup.Relation `json:"relation,omitempty"`
+	// Key is the downstream idempotency key of an execution.
+	Key string `json:"key,omitempty"`
+}
+
+// Run statuses.
+const (
+	StatusRunning     = "running"
+	StatusInterrupted = "interrupted"
+	StatusCompleted   = "completed"
+	StatusFailed      = "failed"
+)
+
+// Interrupt describes a paused run.
+type Interrupt struct {
+	// ID names this interrupt; a resume answers it by ID.
+	ID     string `json:"id"`
+	Turn   int    `json:"turn"`
+	Hook   string `json:"hook"`
+	Reason string `json:"reason"`
+	// Held are the calls held: the interrupted call and the rest of its
+	// response, as the model emitted them.
+	Held []activities.ToolCall `json:"held"`
+}
+
+// RunResult is the run's result (and, in a failure's details, its state).
+type RunResult struct {
+	Status    string      `json:"status"`
+	Agent     string      `json:"agent"`
+	ThreadID  string      `json:"thread_id,omitempty"`
+	Answer    string      `json:"answer,omitempty"`
+	Turns     int         `json:"turns"`
+	Trace     []TraceLine `json:"trace"`
+	Interrupt *Interrupt  `json:"interrupt,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	// Checkpoint is the thread's checkpoint after this run (thread runs).
+	Checkpoint *activities.Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// StateView is what QueryState returns: the run so far.
+type StateView = RunResult
+
+// ResumeInput answers an interrupt.
+type ResumeInput struct {
+	// InterruptID names the interrupt answered. Empty means the current
+	// one (updates only; a signal must name it).
+	InterruptID string `json:"interrupt_id,omitempty"`
+	// Answer is given to the model.
+	Answer string `json:"answer"`
+	// PerformDangling runs the held calls (unmatched, unrecorded); without
+	// it they do not run.
+	PerformDangling bool `json:"perform_dangling"`
+}
+
+// ResumeResult reports what a resume did.
+type ResumeResult struct {
+	InterruptID string `json:"interrupt_id"`
+	// Duplicate: this interrupt was already answered; nothing happened.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// HooksInput installs and removes hooks by name.
+type HooksInput struct {
+	Install []string `json:"install,omitempty"`
+	Remove  []string `json:"remove,omitempty"`
+}
