@@ -1,0 +1,98 @@
+// Package tests holds tulip's integration tests: real runs on the embedded
+// Temporal server, replay of recorded histories, the CLI in process, and
+// the benchmarks that need a server.
+package tests
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/devserver"
+	tworker "github.com/tulip-temporal/tulip/worker"
+)
+
+// server is the embedded server shared by the tests of this package.
+var server *devserver.Server
+
+func TestMain(m *testing.M) {
+	// Every workflow task replays the whole history: the dedup log must be
+	// rebuilt from history on every step, not kept in a worker's cache.
+	sdkworker.SetStickyWorkflowCacheSize(0)
+	srv, err := devserver.Start(devserver.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "embedded server:", err)
+		os.Exit(1)
+	}
+	server = srv
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+func quietLogger() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func dial(t testing.TB, addr string) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+var queues atomic.Int64
+
+func taskQueue(name string) string {
+	return fmt.Sprintf("test-%s-%d-%d", name, time.Now().UnixNano(), queues.Add(1))
+}
+
+// startWorker runs a worker with the tulip plugin until the test ends.
+func startWorker(t testing.TB, c client.Client, tq string, opts tworker.Options) sdkworker.Worker {
+	t.Helper()
+	plugin, err := tworker.NewPlugin(opts)
+	require.NoError(t, err)
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func history(t testing.TB, c client.Client, workflowID, runID string) *historypb.History {
+	t.Helper()
+	h := &historypb.History{}
+	it := c.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}
+
+func eventTypes(h *historypb.History) []string {
+	out := make([]string, len(h.Events))
+	for i, e := range h.Events {
+		out[i] = e.GetEventType().String()
+	}
+	return out
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

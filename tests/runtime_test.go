@@ -1,0 +1,202 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+func call(id, tool, args string) activities.ToolCall {
+	return activities.ToolCall{ID: id, Name: tool, Arguments: args}
+}
+
+func turn(calls ...activities.ToolCall) scenario.Turn { return scenario.Turn{ToolCalls: calls} }
+
+const refund = `{"order_id": "ord-4821", "amount": 120.0}`
+
+// runScript runs one scripted run on a fresh worker and returns the handle
+// and result.
+func runScript(t *testing.T, c client.Client, tb *demo.Toolbox, run scenario.Run, opts agent.RunOptions) (agent.Handle, *workflow.RunResult) {
+	t.Helper()
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"script": run.Model()}})
+	opts.TaskQueue, opts.Model = tq, "script"
+	h, res, err := agent.Run(ctxT(t), c, opts)
+	require.NoError(t, err)
+	return h, res
+}
+
+// A served call adds no history event: a run with a duplicate call (served)
+// has exactly the event sequence of the same run without it, while a call
+// that executes adds its activity's events.
+func TestServedCallAddsNoHistoryEvent(t *testing.T) {
+	c := dial(t, server.Address())
+	scripts := map[string]scenario.Run{
+		"without": {Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c3", "mint_case_id", "{}"))}},
+		"served": {Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund), call("c2", "issue_refund", `{"amount": 120.0, "order_id": "ord-4821"}`)),
+			turn(call("c4", "issue_refund", `{"order_id": "ord-4821", "amount": 120}`), call("c3", "mint_case_id", "{}"))}},
+		"executed": {Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund), call("c2", "issue_refund", `{"order_id": "ord-4822", "amount": 120.0}`)),
+			turn(call("c3", "mint_case_id", "{}"))}},
+	}
+	types := map[string][]string{}
+	for name, run := range scripts {
+		tb := demo.NewToolbox()
+		h, res := runScript(t, c, tb, run, agent.RunOptions{})
+		require.Equal(t, workflow.StatusCompleted, res.Status)
+		types[name] = eventTypes(history(t, c, h.WorkflowID, h.RunID))
+		t.Logf("%s: %d events, issue_refund ran %d times", name, len(types[name]), tb.Invocations()["issue_refund"])
+	}
+	assert.Equal(t, types["without"], types["served"], "two served calls add no event")
+	assert.Greater(t, len(types["executed"]), len(types["without"]), "an executed call adds its events")
+	extra := len(types["executed"]) - len(types["without"])
+	assert.Equal(t, 6, extra, "activity scheduled/started/completed and one workflow task")
+}
+
+// A worker stopped mid-run and replaced by a new one (new client, new
+// toolbox, empty cache) finishes the run: no body executes twice, and a
+// duplicate after the switch is still served from the log rebuilt from
+// history.
+func TestWorkerReplacedMidRun(t *testing.T) {
+	tq := taskQueue(t.Name())
+	run := scenario.Run{Turns: []scenario.Turn{
+		turn(call("c1", "issue_refund", refund)),
+		turn(call("c2", "page_oncall", `{"case_id": "k", "summary": "s"}`)),
+		turn(call("c3", "issue_refund", refund), call("c4", "page_oncall", `{"summary": "s", "case_id": "k"}`)),
+	}}
+	script := run.Model()
+	reached := make(chan struct{})
+	release := make(chan struct{})
+	// Worker 1's model blocks at turn 3, until the test has stopped it.
+	blocking := activities.ModelFunc(func(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		if req.Turn == 3 {
+			close(reached)
+			<-release
+			return activities.ModelResponse{}, errors.New("worker 1 is gone")
+		}
+		return script.Respond(ctx, req)
+	})
+	tb1, tb2 := demo.NewToolbox(), demo.NewToolbox()
+	c1 := dial(t, server.Address())
+	plugin1 := tworker.Options{Tools: tb1.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": blocking}}
+	w1 := startWorker(t, c1, tq, plugin1)
+	h, err := agent.Start(ctxT(t), c1, agent.RunOptions{TaskQueue: tq, Model: "m"})
+	require.NoError(t, err)
+	<-reached
+	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
+	w1.Stop()
+
+	c2 := dial(t, server.Address())
+	startWorker(t, c2, tq, tworker.Options{Tools: tb2.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": script}})
+	res, err := agent.Await(ctxT(t), c2, h, "")
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	got := map[string]workflow.Outcome{}
+	for _, l := range res.Trace {
+		got[l.CallID] = l.Outcome
+	}
+	assert.Equal(t, map[string]workflow.Outcome{"c1": "executed", "c2": "executed", "c3": "cached", "c4": "cached"}, got)
+	inv1, inv2 := tb1.Invocations(), tb2.Invocations()
+	assert.Equal(t, 1, inv1["issue_refund"]+inv2["issue_refund"], "no body ran twice")
+	assert.Equal(t, 1, inv1["page_oncall"]+inv2["page_oncall"])
+	assert.Equal(t, 0, inv2["issue_refund"]+inv2["page_oncall"], "worker 2 served both from the rebuilt log")
+}
+
+// A thread's checkpoint survives a restart of a server that keeps its state
+// in a file.
+func TestCheckpointSurvivesServerRestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tulip.db")
+	tb := demo.NewToolbox()
+	thread := "restart-" + taskQueue("t")
+	for i, want := range []workflow.Outcome{workflow.OutcomeExecuted, workflow.OutcomeCached} {
+		srv, err := devserver.Start(devserver.Options{DBFile: db})
+		require.NoError(t, err)
+		c := dial(t, srv.Address())
+		run := scenario.Run{Turns: []scenario.Turn{turn(call("c", "issue_refund", refund))}}
+		_, res := runScript(t, c, tb, run, agent.RunOptions{ThreadID: thread})
+		require.Equal(t, want, res.Trace[0].Outcome, "run %d", i+1)
+		c.Close()
+		srv.Stop()
+	}
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+}
+
+// One open run per thread: a second run gets a typed error, not a hang.
+// A resume of a closed run, and a resume with nothing to resume, fail
+// clearly; the interrupted run then resumes and completes.
+func TestThreadBusyAndResumeErrors(t *testing.T) {
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	run := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "isolate_host", `{"host": "web-1"}`))}}
+	tb := demo.NewToolbox()
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": run.Model()}})
+	thread := "busy-" + tq
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	require.Len(t, res.Interrupt.Held, 1)
+
+	_, err = agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread})
+	var busy *agent.ThreadBusyError
+	require.ErrorAs(t, err, &busy)
+	assert.Equal(t, thread, busy.ThreadID)
+
+	_, err = agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: "int-9", Answer: "x"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, activities.ErrStaleInterrupt, appErr.Type())
+
+	out, err := agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	require.NoError(t, err)
+	assert.False(t, out.Duplicate)
+	again, err := agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	require.NoError(t, err)
+	assert.True(t, again.Duplicate, "delivered twice, takes effect once")
+	final, err := agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	require.NoError(t, err)
+	assert.Equal(t, workflow.StatusCompleted, final.Status)
+	assert.Equal(t, 1, tb.Invocations()["isolate_host"])
+
+	_, err = agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{Answer: "late"})
+	var nie *agent.NotInterruptedError
+	assert.ErrorAs(t, err, &nie)
+}
+
+// A run that closed without a checkpoint (terminated) is stepped over: the
+// next run on the thread still sees the records of the run before it.
+func TestThreadSurvivesTerminatedRun(t *testing.T) {
+	c := dial(t, server.Address())
+	thread := "terminated-" + taskQueue("t")
+	tb := demo.NewToolbox()
+	_, res := runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}, agent.RunOptions{ThreadID: thread})
+	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+
+	h, res := runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c2", "isolate_host", `{"host": "h"}`))}},
+		agent.RunOptions{ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
+	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "test"))
+
+	_, res = runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}, agent.RunOptions{ThreadID: thread})
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+
+	recs, err := agent.ThreadLog(ctxT(t), c, thread, "")
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	assert.Equal(t, "executed", string(recs[0].Origin))
+	assert.Equal(t, "served", string(recs[1].Origin))
+}
