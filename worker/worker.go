@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.temporal.io/sdk/activity"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -40,10 +41,15 @@ type Options struct {
 	Checkpointer activities.Checkpointer
 }
 
-// Registry is what Register needs: a worker, a workflow replayer's registry,
-// a test environment or a plugin's registry.
+// Registry is what Register needs: a worker, a workflow replayer, a test
+// environment or a plugin's registry. Activities are registered when it
+// also implements ActivityRegistry (a replayer does not: it runs none).
 type Registry interface {
 	RegisterWorkflowWithOptions(w any, options sdkworkflow.RegisterOptions)
+}
+
+// ActivityRegistry registers activities.
+type ActivityRegistry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
@@ -55,17 +61,21 @@ func Register(r Registry, opts Options) error {
 		return err
 	}
 	r.RegisterWorkflowWithOptions(run, sdkworkflow.RegisterOptions{Name: workflow.WorkflowName})
+	ar, ok := r.(ActivityRegistry)
+	if !ok {
+		return nil
+	}
 	for _, t := range opts.Tools {
-		r.RegisterActivityWithOptions(t.Activity(), activity.RegisterOptions{Name: t.ActivityName()})
+		ar.RegisterActivityWithOptions(t.Activity(), activity.RegisterOptions{Name: t.ActivityName()})
 	}
 	models := activities.Models(opts.Models)
-	r.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
+	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
 	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer}
 	if cp.Checkpointer == nil {
 		cp.Checkpointer = activities.TemporalCheckpointer{}
 	}
-	r.RegisterActivityWithOptions(cp.Load, activity.RegisterOptions{Name: activities.LoadCheckpointActivity})
-	r.RegisterActivityWithOptions(cp.Save, activity.RegisterOptions{Name: activities.SaveCheckpointActivity})
+	ar.RegisterActivityWithOptions(cp.Load, activity.RegisterOptions{Name: activities.LoadCheckpointActivity})
+	ar.RegisterActivityWithOptions(cp.Save, activity.RegisterOptions{Name: activities.SaveCheckpointActivity})
 	return nil
 }
 
@@ -78,6 +88,10 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 	if _, err := workflow.New(workflow.Config{Tools: opts.Tools, Hooks: opts.Hooks}); err != nil {
 		return nil, err // validate up front, not at worker start
 	}
+	// A replayer calls RunContextBefore before every replay, with the same
+	// instance key: register once per worker or replayer.
+	var mu sync.Mutex
+	registered := map[string]bool{}
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
 		WorkerInterceptors: []sdkinterceptor.WorkerInterceptor{interceptor.New()},
@@ -85,6 +99,12 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 			if o.Registry == nil {
 				return errors.New("tulip: plugin has no registry")
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			if registered[o.InstanceKey] {
+				return nil
+			}
+			registered[o.InstanceKey] = true
 			if err := Register(o.Registry, opts); err != nil {
 				return fmt.Errorf("tulip: %w", err)
 			}

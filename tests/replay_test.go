@@ -1,0 +1,195 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	sdkinterceptor "go.temporal.io/sdk/interceptor"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+const historiesDir = "testdata/histories"
+
+func pluginReplayer(t testing.TB) sdkworker.WorkflowReplayer {
+	t.Helper()
+	plugin, err := tworker.NewPlugin(cli.ReplayOptions())
+	require.NoError(t, err)
+	r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
+	require.NoError(t, err)
+	return r
+}
+
+// TestReplayHistories replays every recorded history with the plugin
+// installed (and the sticky cache off, see TestMain): workflow and
+// interceptor changes must keep them replaying.
+func TestReplayHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 5, "recorded histories are checked in")
+	r := pluginReplayer(t)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			assert.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(quietLogger(), f))
+		})
+	}
+}
+
+// TestReplayBadHistory: a history recorded by a worker without the dedup
+// interceptor (its duplicate call executed) is nondeterministic under the
+// plugin, which serves that call and so issues one command fewer. The
+// replayer must say so; `tulip replay` must exit 1 naming the file.
+func TestReplayBadHistory(t *testing.T) {
+	bad := filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json")
+	err := pluginReplayer(t).ReplayWorkflowHistoryFromJSONFile(quietLogger(), bad)
+	require.Error(t, err)
+	// The SDK exports no type for this failure; TMPRL1100 is its documented
+	// code for nondeterminism.
+	assert.Contains(t, err.Error(), "TMPRL1100")
+	t.Log(err)
+
+	// The same history replays without the interceptor: the failure is the
+	// plugin's different decision, not a damaged file.
+	plain, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{})
+	require.NoError(t, err)
+	require.NoError(t, tworker.Register(plain, cli.ReplayOptions()))
+	assert.NoError(t, plain.ReplayWorkflowHistoryFromJSONFile(quietLogger(), bad))
+
+	good, _ := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	stdout, stderr, code := runCLI(t, append([]string{"replay", bad}, good[0])...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, bad)
+	assert.Contains(t, stdout, "ok   "+good[0])
+}
+
+func writeHistory(t *testing.T, c client.Client, h agent.Handle, path string) {
+	t.Helper()
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(history(t, c, h.WorkflowID, h.RunID))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
+	t.Logf("wrote %s", path)
+}
+
+// TestRecordHistories re-records the checked-in histories from real runs on
+// the embedded server. It is skipped unless TULIP_RECORD_HISTORIES=1:
+//
+//	TULIP_RECORD_HISTORIES=1 go test ./tests -run TestRecordHistories
+func TestRecordHistories(t *testing.T) {
+	if os.Getenv("TULIP_RECORD_HISTORIES") != "1" {
+		t.Skip("set TULIP_RECORD_HISTORIES=1 to re-record tests/testdata/histories")
+	}
+	c := dial(t, server.Address())
+	hooks := demo.Hooks()
+	parse := func(text string) *scenario.Scenario {
+		sc, err := scenario.Parse([]byte(text), func(h string) bool { _, ok := hooks[h]; return ok })
+		require.NoError(t, err)
+		return sc
+	}
+	play := func(name string, sc *scenario.Scenario) {
+		tq := taskQueue("record")
+		startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: sc.Models(tq)})
+		var handles []agent.Handle
+		r := &scenario.Runner{Client: c, TaskQueue: tq, Prefix: tq, OnLine: func(scenario.Line) {}}
+		runs, err := r.Run(ctxT(t), sc)
+		require.NoError(t, err)
+		for _, run := range runs {
+			handles = append(handles, agent.Handle{WorkflowID: run.WorkflowID})
+		}
+		for i, h := range handles {
+			// Runs on one thread share a workflow ID: take each run's ID
+			// from the thread's runs in order.
+			h.RunID = runIDs(t, c, h.WorkflowID)[countBefore(handles, i)]
+			suffix := ""
+			if len(handles) > 1 {
+				suffix = "-run" + string(rune('1'+i))
+			}
+			writeHistory(t, c, h, filepath.Join(historiesDir, name+suffix+".json"))
+		}
+	}
+	play("refund-story", demo.RefundStory())
+	play("interrupt-resume-dangling", parse(`{"runs": [{"hooks": ["approve_isolate_host"], "turns": [
+		{"tool_calls": [{"id": "c1", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"}]},
+		{"tool_calls": [{"id": "c2", "name": "isolate_host", "arguments": "{\"host\": \"web-1\"}"},
+		                {"id": "c3", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"}]}],
+		"resumes": [{"answer": "approved", "perform_dangling": true, "turns": [
+			{"tool_calls": [{"id": "c4", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"}]},
+			{"text": "done"}]}]}]}`))
+	play("reject-cancel-error", parse(`{"runs": [{"hooks": ["block_page_oncall", "upper_order_id"], "turns": [
+		{"tool_calls": [{"id": "c1", "name": "drop_database", "arguments": "{}"},
+		                {"id": "c2", "name": "issue_refund", "arguments": "{\"order_id\": "},
+		                {"id": "c3", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"}]},
+		{"tool_calls": [{"id": "c4", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"},
+		                {"id": "c5", "name": "charge_card", "arguments": "{\"card\": \"4242\", \"amount\": 10}"}]},
+		{"remove_hooks": ["block_page_oncall"], "tool_calls": [
+		                {"id": "c6", "name": "charge_card", "arguments": "{\"amount\": 10.0, \"card\": \"4242\"}"},
+		                {"id": "c7", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-9\", \"amount\": 1}"},
+		                {"id": "c8", "name": "issue_refund", "arguments": "{\"order_id\": \"ORD-9\", \"amount\": 1}"}]}]}]}`))
+
+	// Max turns: a model that never stops.
+	tq := taskQueue("record")
+	forever := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
+	})
+	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": forever}})
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 3})
+	require.NoError(t, err)
+	_, err = agent.Await(ctxT(t), c, h, "")
+	require.Error(t, err)
+	writeHistory(t, c, h, filepath.Join(historiesDir, "max-turns-failure.json"))
+
+	// The bad history: the same duplicate, executed by a worker that has no
+	// dedup interceptor.
+	tq = taskQueue("record")
+	dup := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c2", "issue_refund", refund))}}
+	w := sdkworker.New(c, tq, sdkworker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{}})
+	require.NoError(t, tworker.Register(w, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": dup.Model()}}))
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeExecuted, res.Trace[1].Outcome, "without the interceptor the duplicate executes")
+	writeHistory(t, c, h, filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json"))
+}
+
+func countBefore(hs []agent.Handle, i int) int {
+	n := 0
+	for j := 0; j < i; j++ {
+		if hs[j].WorkflowID == hs[i].WorkflowID {
+			n++
+		}
+	}
+	return n
+}
+
+// runIDs lists a workflow ID's runs, oldest first, by following each run's
+// previous run recorded in its input.
+func runIDs(t *testing.T, c client.Client, workflowID string) []string {
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), workflowID, "")
+	require.NoError(t, err)
+	ids := []string{desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+	for {
+		prev, err := activities.PreviousRunOf(ctxT(t), c, workflowID, ids[0])
+		require.NoError(t, err)
+		if prev == "" {
+			return ids
+		}
+		ids = append([]string{prev}, ids...)
+	}
+}
+
+var _ = strings.TrimSpace
