@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"hash/maphash"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -16,6 +15,10 @@ type Args struct {
 
 	valueKey, sortedJSON     string
 	haveValueKey, haveSorted bool
+
+	hashTool       string // the tool the cached hashes include
+	vh, sh         uint64
+	haveVH, haveSH bool
 }
 
 // NewArgs wraps an object Value (for instance one a hook rewrote) as Args.
@@ -63,46 +66,76 @@ func (a *Args) SortedKeyJSON() string {
 	return a.sortedJSON
 }
 
-func (a *Args) dropEncodings() {
-	a.valueKey, a.sortedJSON = "", ""
-	a.haveValueKey, a.haveSorted = false, false
-}
-
 // ValueEqual reports value equality with b (see Equal).
 func (a *Args) ValueEqual(b *Args) bool { return Equal(&a.val, &b.val) }
 
-// SortedKeyEqual reports sorted-key JSON equality with b.
-func (a *Args) SortedKeyEqual(b *Args) bool { return a.SortedKeyJSON() == b.SortedKeyJSON() }
+// SortedKeyEqual reports sorted-key JSON equality with b (see SortedEqual).
+func (a *Args) SortedKeyEqual(b *Args) bool { return SortedEqual(&a.val, &b.val) }
 
 var hashSeed = maphash.MakeSeed()
 
-func hashKey(tool, key string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(hashSeed)
-	h.WriteString(tool)
-	h.WriteByte(0)
-	h.WriteString(key)
-	return h.Sum64()
+// hasher streams canonical encodings into a hash, so that no encoding is
+// ever built as text to be hashed. One is reused per Log.
+type hasher struct{ h maphash.Hash }
+
+func newHasher() *hasher {
+	hs := &hasher{}
+	hs.h.SetSeed(hashSeed)
+	return hs
 }
 
-func (a *Args) valueHashFor(tool string) uint64 {
-	return hashKey(tool, a.ValueKey())
+func (hs *hasher) start(tool string) {
+	hs.h.Reset()
+	hs.h.WriteString(tool)
+	hs.h.WriteByte(0)
 }
 
-func (a *Args) sortedHashFor(tool string) uint64 {
-	return hashKey(tool, a.SortedKeyJSON())
-}
-
-func sortedMembers(obj []Member) []*Member {
-	ms := make([]*Member, len(obj))
-	for i := range obj {
-		ms[i] = &obj[i]
+// valueHashFor hashes tool and the value-key encoding: consistent with
+// value equality. Cached on a.
+func (a *Args) valueHashFor(hs *hasher, tool string) uint64 {
+	if !a.haveVH || a.hashTool != tool {
+		a.resetHashes(tool)
+		hs.start(tool)
+		writeValueKey(&hs.h, &a.val)
+		a.vh, a.haveVH = hs.h.Sum64(), true
 	}
-	slices.SortFunc(ms, func(x, y *Member) int { return strings.Compare(x.Key, y.Key) })
+	return a.vh
+}
+
+// sortedHashFor hashes tool and the sorted-key JSON: consistent with
+// sorted-key JSON equality. Cached on a.
+func (a *Args) sortedHashFor(hs *hasher, tool string) uint64 {
+	if !a.haveSH || a.hashTool != tool {
+		a.resetHashes(tool)
+		hs.start(tool)
+		writeSortedJSON(&hs.h, &a.val)
+		a.sh, a.haveSH = hs.h.Sum64(), true
+	}
+	return a.sh
+}
+
+func (a *Args) resetHashes(tool string) {
+	if a.hashTool != tool {
+		a.hashTool, a.haveVH, a.haveSH = tool, false, false
+	}
+}
+
+// sortedMembers returns obj's members sorted by key, in buf when it fits.
+func sortedMembers(obj []Member, buf []*Member) []*Member {
+	ms := buf[:0]
+	for i := range obj {
+		ms = append(ms, &obj[i])
+	}
+	// Insertion sort: objects are small, and this allocates nothing.
+	for i := 1; i < len(ms); i++ {
+		for j := i; j > 0 && ms[j].Key < ms[j-1].Key; j-- {
+			ms[j], ms[j-1] = ms[j-1], ms[j]
+		}
+	}
 	return ms
 }
 
-func writeValueKey(sb *strings.Builder, v *Value) {
+func writeValueKey(sb keyWriter, v *Value) {
 	switch v.kind {
 	case Null:
 		sb.WriteByte('n')
@@ -135,7 +168,8 @@ func writeValueKey(sb *strings.Builder, v *Value) {
 		sb.WriteByte(']')
 	case Object:
 		sb.WriteByte('{')
-		for _, m := range sortedMembers(v.obj) {
+		var buf [16]*Member
+		for _, m := range sortedMembers(v.obj, buf[:]) {
 			writeLenString(sb, 'k', m.Key)
 			writeValueKey(sb, &m.Value)
 		}
@@ -143,14 +177,14 @@ func writeValueKey(sb *strings.Builder, v *Value) {
 	}
 }
 
-func writeLenString(sb *strings.Builder, tag byte, s string) {
+func writeLenString(sb keyWriter, tag byte, s string) {
 	sb.WriteByte(tag)
 	sb.WriteString(strconv.Itoa(len(s)))
 	sb.WriteByte(':')
 	sb.WriteString(s)
 }
 
-func writeSortedJSON(sb *strings.Builder, v *Value) {
+func writeSortedJSON(sb keyWriter, v *Value) {
 	switch v.kind {
 	case Null:
 		sb.WriteString("null")
@@ -177,7 +211,8 @@ func writeSortedJSON(sb *strings.Builder, v *Value) {
 		sb.WriteByte(']')
 	case Object:
 		sb.WriteByte('{')
-		for i, m := range sortedMembers(v.obj) {
+		var buf [16]*Member
+		for i, m := range sortedMembers(v.obj, buf[:]) {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
@@ -189,9 +224,16 @@ func writeSortedJSON(sb *strings.Builder, v *Value) {
 	}
 }
 
+// keyWriter is where canonical encodings go: a strings.Builder for the
+// text, or a maphash.Hash to hash them without building the text.
+type keyWriter interface {
+	WriteByte(c byte) error
+	WriteString(s string) (int, error)
+}
+
 const hexDigits = "0123456789abcdef"
 
-func writeU(sb *strings.Builder, r rune) {
+func writeU(sb keyWriter, r rune) {
 	sb.WriteString(`\u`)
 	sb.WriteByte(hexDigits[r>>12&0xF])
 	sb.WriteByte(hexDigits[r>>8&0xF])
@@ -200,7 +242,7 @@ func writeU(sb *strings.Builder, r rune) {
 }
 
 // writePythonString writes s as json.dumps does with ensure_ascii=True.
-func writePythonString(sb *strings.Builder, s string) {
+func writePythonString(sb keyWriter, s string) {
 	sb.WriteByte('"')
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -231,7 +273,7 @@ func writePythonString(sb *strings.Builder, s string) {
 	sb.WriteByte('"')
 }
 
-func writeASCII(sb *strings.Builder, c byte) {
+func writeASCII(sb keyWriter, c byte) {
 	switch c {
 	case '"':
 		sb.WriteString(`\"`)

@@ -81,8 +81,10 @@ type Record struct {
 	// Key is the downstream idempotency key the execution carried.
 	Key string `json:"key,omitempty"`
 
-	args   *Args
-	vh, sh uint64 // the index hashes of both relations
+	args         *Args
+	vh, sh       uint64 // the index hashes of both relations
+	nextV, nextS int32  // the next record with the same hash, or -1
+	prevS        int32  // the previous record with the same sorted hash, or -1
 }
 
 // Args returns the record's parsed arguments.
@@ -93,14 +95,19 @@ func (r *Record) Args() *Args { return r.args }
 // not safe for concurrent use; a workflow's coroutines never run at once.
 type Log struct {
 	recs      []*Record
-	byValue   map[uint64][]int32
-	bySorted  map[uint64][]int32
+	byValue   map[uint64]chain
+	bySorted  map[uint64]chain
 	responses int
+	hs        *hasher
 }
+
+// chain links the records that share a hash, oldest first, through the
+// records themselves: a lookup allocates nothing and an append one record.
+type chain struct{ head, tail int32 }
 
 // NewLog returns an empty log.
 func NewLog() *Log {
-	return &Log{byValue: map[uint64][]int32{}, bySorted: map[uint64][]int32{}}
+	return &Log{byValue: map[uint64]chain{}, bySorted: map[uint64]chain{}, hs: newHasher()}
 }
 
 // Len is the number of records.
@@ -143,40 +150,54 @@ func (l *Log) Append(r Record, args *Args) *Record {
 }
 
 func (l *Log) index(r *Record) {
-	r.vh = r.args.valueHashFor(r.Tool)
-	l.byValue[r.vh] = append(l.byValue[r.vh], int32(r.Seq))
-	r.sh = r.args.sortedHashFor(r.Tool)
-	l.bySorted[r.sh] = append(l.bySorted[r.sh], int32(r.Seq))
-	// Only the hashes stay: a hash hit is confirmed structurally (value
-	// equality) or by re-encoding (sorted-key JSON, current response only),
-	// so a large log does not keep two more copies of every argument text.
-	r.args.dropEncodings()
+	seq := int32(r.Seq)
+	r.nextV, r.nextS, r.prevS = -1, -1, -1
+	r.vh = r.args.valueHashFor(l.hs, r.Tool)
+	if c, ok := l.byValue[r.vh]; ok {
+		l.recs[c.tail].nextV = seq
+		l.byValue[r.vh] = chain{c.head, seq}
+	} else {
+		l.byValue[r.vh] = chain{seq, seq}
+	}
+	r.sh = r.args.sortedHashFor(l.hs, r.Tool)
+	if c, ok := l.bySorted[r.sh]; ok {
+		l.recs[c.tail].nextS = seq
+		r.prevS = c.tail
+		l.bySorted[r.sh] = chain{c.head, seq}
+	} else {
+		l.bySorted[r.sh] = chain{seq, seq}
+	}
 }
 
 // FindMatchingExecution applies the two-step match of RULES.md for one call
 // of an idempotent tool in response number response: first the earliest
 // record of an earlier response that is value-equal, then the earliest
 // record of the same response whose sorted-key JSON is equal. It returns nil
-// and NoMatch when neither exists. It never scans the log.
+// and NoMatch when neither exists. It never scans the log: each step walks
+// only the records that share the call's hash.
 func (l *Log) FindMatchingExecution(tool string, args *Args, response int) (*Record, Relation) {
-	vh := args.valueHashFor(tool)
-	for _, i := range l.byValue[vh] {
-		r := l.recs[i]
-		if r.Response < response && r.vh == vh && r.Tool == tool && Equal(&r.args.val, &args.val) {
-			return r, EarlierTurn
+	if c, ok := l.byValue[args.valueHashFor(l.hs, tool)]; ok {
+		for i := c.head; i >= 0; i = l.recs[i].nextV {
+			r := l.recs[i]
+			if r.Response >= response {
+				break // chains run in log order: the rest are this response's
+			}
+			if r.Tool == tool && Equal(&r.args.val, &args.val) {
+				return r, EarlierTurn
+			}
 		}
 	}
-	sh := args.sortedHashFor(tool)
-	chain := l.bySorted[sh]
-	// Records of the current response sit at the chain's tail.
-	first := len(chain)
-	for first > 0 && l.recs[chain[first-1]].Response >= response {
-		first--
-	}
-	for _, i := range chain[first:] {
-		r := l.recs[i]
-		if r.Response == response && r.sh == sh && r.Tool == tool && r.args.SortedKeyJSON() == args.SortedKeyJSON() {
-			return r, SameResponse
+	if c, ok := l.bySorted[args.sortedHashFor(l.hs, tool)]; ok {
+		// This response's records are the chain's tail: walk back over them
+		// and keep the earliest that matches.
+		var found *Record
+		for i := c.tail; i >= 0 && l.recs[i].Response == response; i = l.recs[i].prevS {
+			if r := l.recs[i]; r.Tool == tool && SortedEqual(&r.args.val, &args.val) {
+				found = r
+			}
+		}
+		if found != nil {
+			return found, SameResponse
 		}
 	}
 	return nil, NoMatch

@@ -172,6 +172,52 @@ func Equal(a, b *Value) bool {
 	return false
 }
 
+// SortedEqual reports sorted-key JSON equality (the relation for earlier
+// calls of the same response) structurally: json.dumps(sort_keys=True) of
+// both is the same text exactly when kinds match (an int is never a float),
+// integers have the same digits, floats the same float64 (so the same
+// Python repr: -0.0 is not 0.0), strings the same code points, and
+// containers match member by member.
+func SortedEqual(a, b *Value) bool {
+	if a.kind != b.kind {
+		return false
+	}
+	switch a.kind {
+	case Null:
+		return true
+	case Bool:
+		return a.b == b.b
+	case Int:
+		return intDigits(a.lit) == intDigits(b.lit)
+	case Float:
+		return math.Float64bits(a.f) == math.Float64bits(b.f)
+	case String:
+		return a.lit == b.lit
+	case Array:
+		if len(a.arr) != len(b.arr) {
+			return false
+		}
+		for i := range a.arr {
+			if !SortedEqual(&a.arr[i], &b.arr[i]) {
+				return false
+			}
+		}
+		return true
+	case Object:
+		if len(a.obj) != len(b.obj) {
+			return false
+		}
+		for i := range a.obj {
+			bv := b.Get(a.obj[i].Key)
+			if bv == nil || !SortedEqual(&a.obj[i].Value, bv) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // intDigits returns an integer literal's canonical digits: "-0" is "0".
 func intDigits(lit string) string {
 	if lit == "-0" {
@@ -205,7 +251,7 @@ func floatIntegerText(f float64) (string, bool) {
 // pythonFloatRepr writes f as Python's repr(float) does (json.dumps uses it):
 // the shortest round-tripping digits, positional for exponents in [-4, 16),
 // scientific otherwise, and always a '.0' or exponent so it reads as a float.
-func pythonFloatRepr(sb *strings.Builder, f float64) {
+func pythonFloatRepr(sb keyWriter, f float64) {
 	switch {
 	case math.IsInf(f, 1):
 		sb.WriteString("Infinity")

@@ -61,18 +61,26 @@ type Options struct {
 // default) make every sequential activity after the first few wait ~50 ms;
 // agent loops are exactly that shape.
 func TunedDynamicConfig() map[string]any {
-	return map[string]any{
-		"history.transferProcessorMaxPollRPS":            10000,
-		"history.transferProcessorMaxPollHostRPS":        10000,
-		"history.timerProcessorMaxPollRPS":               10000,
-		"history.timerProcessorMaxPollHostRPS":           10000,
-		"history.visibilityProcessorMaxPollRPS":          10000,
-		"history.visibilityProcessorMaxPollHostRPS":      10000,
-		"history.outboundProcessorMaxPollRPS":            10000,
-		"history.outboundProcessorMaxPollHostRPS":        10000,
-		"frontend.namespaceRPS.visibility":               1000,
-		"system.forceSearchAttributesCacheRefreshOnRead": true,
+	dc := dynamicconfig.StaticClient{}
+	for _, k := range []dynamicconfig.Key{
+		dynamicconfig.TransferProcessorMaxPollRPS.Key(),
+		dynamicconfig.TransferProcessorMaxPollHostRPS.Key(),
+		dynamicconfig.TimerProcessorMaxPollRPS.Key(),
+		dynamicconfig.TimerProcessorMaxPollHostRPS.Key(),
+		dynamicconfig.VisibilityProcessorMaxPollRPS.Key(),
+		dynamicconfig.VisibilityProcessorMaxPollHostRPS.Key(),
+		dynamicconfig.OutboundProcessorMaxPollRPS.Key(),
+		dynamicconfig.OutboundProcessorMaxPollHostRPS.Key(),
+	} {
+		dc[k] = 10000
 	}
+	dc[dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key()] = 1000
+	dc[dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key()] = true
+	out := make(map[string]any, len(dc))
+	for k, v := range dc {
+		out[k.String()] = v
+	}
+	return out
 }
 
 // Server is a running embedded Temporal server.

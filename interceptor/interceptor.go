@@ -3,6 +3,8 @@
 // call from the execution log, as an already-settled future (no command, so
 // no history event), and records the outcome of every call it lets through.
 //
+// Workflow code reports an executed call's outcome with Call.Settle.
+//
 // The execution log lives in workflow state, owned by the interceptor. Replay
 // runs the same workflow code against the same history, so it rebuilds the
 // same log: a served call stays served.
@@ -101,12 +103,14 @@ type Call struct {
 	Relation dedup.Relation
 	// Recorded is the call's own record, once settled (nil if not recorded).
 	Recorded *dedup.Record
+
+	log *dedup.Log // set when the interceptor lets the call execute
 }
 
 type callKey struct{}
 
 // WithCall marks the activity started with the returned context as the tool
-// call c.
+// call c. After reading the activity's result, call c.Settle.
 func WithCall(ctx workflow.Context, c *Call) workflow.Context {
 	return workflow.WithValue(ctx, callKey{}, c)
 }
@@ -142,45 +146,28 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			return f
 		}
 	}
-	return &recordingFuture{Future: o.Next.ExecuteActivity(ctx, activityType, args...), call: c, log: log}
+	c.log = log
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
 }
 
-// recordingFuture records the executed call's outcome when the workflow
-// first reads it.
-type recordingFuture struct {
-	workflow.Future
-	call    *Call
-	log     *dedup.Log
-	settled bool
-}
-
-func (f *recordingFuture) Get(ctx workflow.Context, valuePtr any) error {
-	err := f.Future.Get(ctx, valuePtr)
-	if !f.settled {
-		f.settled = true
-		f.settle(ctx, valuePtr, err)
-	}
-	return err
-}
-
-func (f *recordingFuture) settle(ctx workflow.Context, valuePtr any, err error) {
-	c := f.call
-	if !c.Record {
+// Settle records an executed call's outcome: the tool's output, or its
+// final error. Workflow code calls it once it has the activity's result.
+// It does nothing for a served call, a call not to be recorded, or when the
+// interceptor is not installed. (Recording here, rather than inside a
+// wrapping future, keeps a frame off every coroutine yield, which the SDK
+// walks.)
+func (c *Call) Settle(out *activities.ToolOutput, err error) {
+	if c.log == nil || c.ServedFrom != nil || !c.Record || c.Recorded != nil {
 		return
 	}
 	rec := dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
 		Origin: dedup.Executed, Key: c.Key}
 	if err != nil {
 		rec.Error = ToolErrorOf(err)
-	} else {
-		out, ok := valuePtr.(*activities.ToolOutput)
-		if !ok {
-			out = &activities.ToolOutput{}
-			_ = f.Future.Get(ctx, out)
-		}
+	} else if out != nil {
 		rec.Result = out.Result
 	}
-	c.Recorded = f.log.Append(rec, c.Args)
+	c.Recorded = c.log.Append(rec, c.Args)
 }
 
 // ToolErrorOf turns an activity failure into the recorded error: the

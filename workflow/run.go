@@ -400,6 +400,7 @@ func (r *run) execute(ctx wf.Context, tool *activities.Tool, call activities.Too
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID}
 	var out activities.ToolOutput
 	err := wf.ExecuteActivity(actx, tool.ActivityName(), in).Get(ctx, &out)
+	c.Settle(&out, err)
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.ServedFrom != nil {
 		seq := c.ServedFrom.Seq

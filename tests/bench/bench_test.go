@@ -1,0 +1,164 @@
+// Package bench holds the benchmarks that need a Temporal server: replay
+// cost of the plugin, and per-call latency of the embedded server tuned
+// versus its stock dynamic config. Each reports its ratio against a
+// baseline measured in the same run.
+//
+//	go test ./tests/bench -run '^$' -bench . -benchtime 20x
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+func quiet() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// sequentialRun is one model response with n distinct refunds, then a final
+// answer: n sequential executed calls, nothing served.
+func sequentialRun(n int) scenario.Run {
+	calls := make([]activities.ToolCall, n)
+	for i := range calls {
+		calls[i] = activities.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "issue_refund",
+			Arguments: fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, i)}
+	}
+	done := "done"
+	return scenario.Run{Turns: []scenario.Turn{{ToolCalls: calls}, {Text: &done}}}
+}
+
+// record runs run on srv and returns its history.
+func record(b *testing.B, srv *devserver.Server, run scenario.Run) *historypb.History {
+	b.Helper()
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet()})
+	require.NoError(b, err)
+	defer c.Close()
+	tq := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"m": run.Model()}})
+	require.NoError(b, err)
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	require.NoError(b, w.Start())
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 4})
+	require.NoError(b, err)
+	require.Equal(b, workflow.StatusCompleted, res.Status)
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(b, err)
+		hist.Events = append(hist.Events, ev)
+	}
+	return hist
+}
+
+// BenchmarkReplay replays an N-call history with the plugin, and the same
+// workflow without the dedup interceptor (the baseline), in the same run.
+// The history has no served call, so both issue the same commands; the
+// difference is what dedup costs a replay: parse, hash, look up, record.
+func BenchmarkReplay(b *testing.B) {
+	// Record first, then stop the server so that its background work does
+	// not run beside the replays being timed.
+	srv, err := devserver.Start(devserver.Options{})
+	require.NoError(b, err)
+	hists := map[int]*historypb.History{}
+	for _, n := range []int{100, 1000} {
+		hists[n] = record(b, srv, sequentialRun(n))
+	}
+	srv.Stop()
+	for _, n := range []int{100, 1000} {
+		hist := hists[n]
+		plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
+		require.NoError(b, err)
+		withPlugin, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
+		require.NoError(b, err)
+		without, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{})
+		require.NoError(b, err)
+		require.NoError(b, tworker.Register(without, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()}))
+		// Alternate the two replayers in one loop (and their order every
+		// iteration), so that drift (GC state, CPU frequency, other load)
+		// falls on both alike.
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			var spent [2]time.Duration
+			reps := [2]sdkworker.WorkflowReplayer{withPlugin, without}
+			i := 0
+			for b.Loop() {
+				for k := range 2 {
+					j := (i + k) % 2
+					start := time.Now()
+					if err := reps[j].ReplayWorkflowHistory(quiet(), hist); err != nil {
+						b.Fatal(err)
+					}
+					spent[j] += time.Since(start)
+				}
+				i++
+			}
+			b.ReportMetric(float64(spent[0].Microseconds())/float64(i)/1000, "ms/replay-plugin")
+			b.ReportMetric(float64(spent[1].Microseconds())/float64(i)/1000, "ms/replay-without")
+			b.ReportMetric(float64(spent[0])/float64(spent[1]), "plugin/without")
+			b.ReportMetric(float64(len(hist.Events)), "events")
+		})
+	}
+}
+
+// medianCallGap is the median time between consecutive tool completions.
+func medianCallGap(hist *historypb.History) time.Duration {
+	var done []time.Time
+	for _, e := range hist.Events {
+		if e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED {
+			done = append(done, e.GetEventTime().AsTime())
+		}
+	}
+	// The first and last completions are model turns.
+	done = done[1 : len(done)-1]
+	gaps := make([]time.Duration, 0, len(done))
+	for i := 1; i < len(done); i++ {
+		gaps = append(gaps, done[i].Sub(done[i-1]))
+	}
+	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+	return gaps[len(gaps)/2]
+}
+
+// BenchmarkSequentialCallLatency runs 100 sequential executed calls on the
+// embedded server with tulip's tuned dynamic config and with the server's
+// defaults, and reports the median per-call latency of each and their
+// ratio.
+func BenchmarkSequentialCallLatency(b *testing.B) {
+	tuned, err := devserver.Start(devserver.Options{})
+	require.NoError(b, err)
+	defer tuned.Stop()
+	stock, err := devserver.Start(devserver.Options{ServerDefaults: true})
+	require.NoError(b, err)
+	defer stock.Stop()
+	run := sequentialRun(100)
+	for b.Loop() {
+		t := medianCallGap(record(b, tuned, run))
+		d := medianCallGap(record(b, stock, run))
+		b.ReportMetric(float64(t.Microseconds())/1000, "ms/call-tuned")
+		b.ReportMetric(float64(d.Microseconds())/1000, "ms/call-defaults")
+		b.ReportMetric(float64(d)/float64(t), "defaults/tuned")
+	}
+}
