@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"time"
 
@@ -177,5 +178,18 @@ func ToolError(message, errType string, nonRetryable bool) error {
 	return temporal.NewApplicationError(message, errType)
 }
 
-// ErrNoTool is returned by Toolbox lookups for an unknown name.
-var ErrNoTool = errors.New("tulip: no such tool")
+
+// IdempotencyKeyHeader is the HTTP header SetIdempotencyKeyHeader sets.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// SetIdempotencyKeyHeader sets the Idempotency-Key header of req to the
+// downstream key of the tool execution running in ctx. It fails outside a
+// tool body, so that no request goes out without its key.
+func SetIdempotencyKeyHeader(ctx context.Context, req *http.Request) error {
+	key := IdempotencyKey(ctx)
+	if key == "" {
+		return errors.New("tulip: no idempotency key: not inside a tool body")
+	}
+	req.Header.Set(IdempotencyKeyHeader, key)
+	return nil
+}

@@ -45,6 +45,9 @@ type RunOptions struct {
 	Limits dedup.Limits
 	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
 	WorkflowExecutionTimeout time.Duration
+	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
+	// with its worker is retried). Zero value: Temporal's 10 s.
+	WorkflowTaskTimeout time.Duration
 }
 
 // ThreadBusyError: a run is already open on the thread.
@@ -116,6 +119,7 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionTimeout: opts.WorkflowExecutionTimeout,
+		WorkflowTaskTimeout:      opts.WorkflowTaskTimeout,
 	}, workflow.WorkflowName, in)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/hooks"
 )
 
@@ -26,7 +27,16 @@ type Toolbox struct {
 	// Refund, when set, performs issue_refund's side effect (for example
 	// over HTTP to a billing service) and returns the refund id; the
 	// default makes "rf-N" locally.
-	Refund func(ctx context.Context, orderID string, amount json.Number, n int) (string, error)
+	Refund func(ctx context.Context, orderID string, amount json.Number) (string, error)
+}
+
+// UseBilling makes issue_refund refund through a billing service over
+// HTTP, with the execution's idempotency key.
+func (tb *Toolbox) UseBilling(c billing.Client) {
+	tb.Refund = func(ctx context.Context, orderID string, amount json.Number) (string, error) {
+		rc, err := c.Refund(ctx, orderID, amount)
+		return rc.RefundID, err
+	}
 }
 
 // Invocations returns how many times each tool body ran, every demo tool
@@ -93,6 +103,9 @@ func NewToolbox() *Toolbox {
 	tb := &Toolbox{counts: map[string]int{}}
 	tb.tools = []*activities.Tool{
 		activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true,
+			// A business key: every agent and every run that refunds this
+			// order and amount reaches billing with the same key.
+			KeyTemplate: "refund:{order_id}:{amount}:v1",
 			Description: "Refund an order. Re-fires within a run return the recorded receipt.",
 			Parameters:  schema(`"order_id":{"type":"string"},"amount":{"type":"number"}`, "order_id", "amount")},
 			func(ctx context.Context, a refundArgs) (map[string]any, error) {
@@ -100,7 +113,7 @@ func NewToolbox() *Toolbox {
 				id := fmt.Sprintf("rf-%d", n)
 				if tb.Refund != nil {
 					var err error
-					if id, err = tb.Refund(ctx, a.OrderID, a.Amount, n); err != nil {
+					if id, err = tb.Refund(ctx, a.OrderID, a.Amount); err != nil {
 						return nil, err
 					}
 				}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
@@ -146,10 +147,24 @@ func (e *env) demo(args []string) error {
 	if fs.NArg() > 0 {
 		return usageError{"usage: tulip demo [--address A] [--json]"}
 	}
+	bill, err := billing.Start()
+	if err != nil {
+		return err
+	}
+	defer bill.Close()
+	e.progress("billing service at %s", bill.URL())
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
 	if !*asJSON {
 		fmt.Fprintln(e.stdout, "The refund story: the model refunds ord-4821, then retries \"to be sure\", pages on-call twice and mints two case ids;")
-		fmt.Fprintln(e.stdout, "a second run on the same thread asks for the refund again.")
+		fmt.Fprintln(e.stdout, "a second run on the same thread asks for the refund again. issue_refund calls a billing service over HTTP.")
 		fmt.Fprintln(e.stdout)
 	}
-	return e.play(c, demo.RefundStory(), *asJSON, nil)
+	if err := e.play(c, demo.RefundStory(), *asJSON, tb); err != nil {
+		return err
+	}
+	if !*asJSON {
+		fmt.Fprintf(e.stdout, "Refunds billing actually made: %d\n", len(bill.Refunds()))
+	}
+	return nil
 }
