@@ -178,7 +178,6 @@ func ToolError(message, errType string, nonRetryable bool) error {
 	return temporal.NewApplicationError(message, errType)
 }
 
-
 // IdempotencyKeyHeader is the HTTP header SetIdempotencyKeyHeader sets.
 const IdempotencyKeyHeader = "Idempotency-Key"
 

@@ -161,7 +161,8 @@ func TestServedCallAnswersItsOwnIDAndKeysAreStable(t *testing.T) {
 	got := byCall(lines)
 	assert.Equal(t, got["c1"].Key, got["c2"].Key)
 	assert.NotEqual(t, got["c3"].Key, got["c4"].Key)
-	assert.True(t, strings.HasPrefix(got["c1"].Key, "tulip-"))
+	assert.Equal(t, "refund:o:120:v1", got["c1"].Key, "the demo refund's business key: 120.0 and 120 agree")
+	assert.True(t, strings.HasPrefix(got["c3"].Key, "tulip-"), "the default derivation")
 	// The model's third request carries c2's result under c2's id, marked served.
 	require.Len(t, seen, 4)
 	var c2msg *activities.Message

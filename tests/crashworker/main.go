@@ -59,7 +59,9 @@ func crash(p string) {
 // crashInterceptor kills the worker while it handles the workflow task that
 // follows the refund's completion: when, not replaying, the run schedules
 // its second model turn.
-type crashInterceptor struct{ sdkinterceptor.WorkerInterceptorBase }
+type crashInterceptor struct {
+	sdkinterceptor.WorkerInterceptorBase
+}
 
 func (c *crashInterceptor) InterceptWorkflow(_ workflow.Context, next sdkinterceptor.WorkflowInboundInterceptor) sdkinterceptor.WorkflowInboundInterceptor {
 	i := &crashInbound{}
@@ -67,7 +69,9 @@ func (c *crashInterceptor) InterceptWorkflow(_ workflow.Context, next sdkinterce
 	return i
 }
 
-type crashInbound struct{ sdkinterceptor.WorkflowInboundInterceptorBase }
+type crashInbound struct {
+	sdkinterceptor.WorkflowInboundInterceptorBase
+}
 
 func (i *crashInbound) Init(outbound sdkinterceptor.WorkflowOutboundInterceptor) error {
 	o := &crashOutbound{}
@@ -75,7 +79,9 @@ func (i *crashInbound) Init(outbound sdkinterceptor.WorkflowOutboundInterceptor)
 	return i.Next.Init(o)
 }
 
-type crashOutbound struct{ sdkinterceptor.WorkflowOutboundInterceptorBase }
+type crashOutbound struct {
+	sdkinterceptor.WorkflowOutboundInterceptorBase
+}
 
 func (o *crashOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	if activityType == activities.ModelActivity && !workflow.IsReplaying(ctx) && len(args) == 1 {
