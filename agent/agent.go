@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
@@ -142,8 +143,8 @@ func Run(ctx context.Context, c client.Client, opts RunOptions) (Handle, *workfl
 	return h, res, err
 }
 
-// PollInterval is how often Await asks a running run whether it is
-// interrupted. Queries add no history events.
+// PollInterval is how often Await asks the server whether a running run is
+// interrupted (DescribeWorkflowExecution: no worker, no history event).
 var PollInterval = 100 * time.Millisecond
 
 // Await waits until the run completes, fails, or is interrupted by an
@@ -184,12 +185,35 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-tick.C:
+			// The memo says the interrupt is durable; only then is the
+			// state (held calls, trace) read, and a resume sure to find it.
+			id, err := interruptMemo(ctx, c, h)
+			if err != nil || id == "" || id == skip {
+				continue
+			}
 			st, err := State(ctx, c, h)
-			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil && st.Interrupt.ID != skip {
+			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil && st.Interrupt.ID == id {
 				return st, nil
 			}
 		}
 	}
+}
+
+// interruptMemo reads the run's durable interrupt id ("" when none).
+func interruptMemo(ctx context.Context, c client.Client, h Handle) (string, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
+	if err != nil {
+		return "", err
+	}
+	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflow.MemoInterrupt]
+	if p == nil {
+		return "", nil
+	}
+	var id string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &id); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // State queries a run's state so far.

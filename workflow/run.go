@@ -486,6 +486,14 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 		r.trace = append(r.trace, TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld})
 	}
 	r.status = StatusInterrupted
+	// Publish the interrupt durably (runs recorded before this change
+	// replay without the memo).
+	memo := wf.GetVersion(ctx, "tulip-interrupt-memo", wf.DefaultVersion, 1) == 1
+	if memo {
+		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: r.interrupt.ID}); err != nil {
+			return err
+		}
+	}
 	sig := wf.GetSignalChannel(ctx, SignalResume)
 	for r.pending == nil {
 		var in ResumeInput
@@ -508,6 +516,11 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 	}
 	resume := r.pending
 	r.pending, r.interrupt, r.status = nil, nil, StatusRunning
+	if memo {
+		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {
+			return err
+		}
+	}
 	for _, call := range held {
 		if !resume.PerformDangling {
 			msg := "not performed: " + resume.Answer

@@ -36,6 +36,12 @@ const (
 	SignalHooks = "tulip.hooks"
 )
 
+// MemoInterrupt is the memo key holding the current interrupt's id while a
+// run is interrupted ("" otherwise). It is written when the workflow task
+// that reached the interrupt completes, so a client that reads it knows the
+// interrupt is durable and a resume will find it.
+const MemoInterrupt = "tulip_interrupt"
+
 // Defaults of RunInput's zero values.
 const (
 	DefaultAgent    = "support"

@@ -155,8 +155,14 @@ func (e *env) connFlags(fs *flag.FlagSet) *conn {
 	return c
 }
 
+// logger writes the SDK's logs to stderr: errors only, unless
+// TULIP_LOG_LEVEL (debug, info, warn, error) says otherwise.
 func (e *env) logger() sdklog.Logger {
-	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	level := slog.LevelError
+	if v := e.getenv("TULIP_LOG_LEVEL"); v != "" {
+		_ = level.UnmarshalText([]byte(v))
+	}
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})))
 }
 
 // session is a client, with the embedded server it may have started.

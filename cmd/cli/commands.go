@@ -191,17 +191,30 @@ func (e *env) resume(args []string) error {
 	dangling := fs.Bool("perform-dangling", false, "run the held calls (unmatched, unrecorded)")
 	interrupt := fs.String("interrupt", "", "the interrupt answered (default: the current one)")
 	bySignal := fs.Bool("signal", false, "send the resume as a signal instead of an update")
+	db := fs.String("db", "", "continue a 'tulip chat --db FILE' run: start the embedded server on FILE and the chat worker")
+	mf := &modelFlags{}
+	fs.StringVar(&mf.baseURL, "base-url", "", "with --db: the chat model's API root")
+	fs.StringVar(&mf.model, "model", "", "with --db: the chat model's name")
+	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "with --db: environment variable with the API key")
+	asJSON := fs.Bool("json", false, "with --db: print the rest of the trace as JSON lines")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError{"usage: tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]"}
+	if fs.NArg() != 1 || (*db != "" && (mf.baseURL == "" || mf.model == "")) {
+		return usageError{"usage: tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal] [--db FILE --base-url URL --model NAME]"}
 	}
-	s, err := e.connect(c, false, "")
+	s, err := e.connect(c, *db != "", *db)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if *db != "" {
+		stop, err := e.chatWorker(s, mf)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	in := workflow.ResumeInput{InterruptID: *interrupt, Answer: *answer, PerformDangling: *dangling}
 	id := fs.Arg(0)
 	if *bySignal {
@@ -233,10 +246,19 @@ func (e *env) resume(args []string) error {
 		fmt.Fprintf(e.stdout, "%s was already answered; nothing changed\n", res.InterruptID)
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "resumed %s of %s (perform_dangling=%v)\n", res.InterruptID, id, *dangling)
-	return nil
-}
-
-func (e *env) chat(args []string) error {
-	return usageError{"chat: not available yet"}
+	fmt.Fprintf(e.stderr, "resumed %s of %s (perform_dangling=%v)\n", res.InterruptID, id, *dangling)
+	if *db == "" {
+		return nil // the run goes on on its worker
+	}
+	// This process is the run's worker: wait for the run and print it.
+	h := agent.Handle{WorkflowID: id}
+	final, err := agent.Await(e.ctx, s.client, h, res.InterruptID)
+	if err != nil && final == nil {
+		return err
+	}
+	e.printRun(final, 0, *asJSON)
+	if err != nil {
+		return err
+	}
+	return e.explainInterrupt(h, final, c, *db, mf)
 }

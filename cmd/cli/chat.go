@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/openai"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// ChatTaskQueue is the task queue of the worker 'tulip chat' (and 'tulip
+// resume --base-url') runs.
+const ChatTaskQueue = "tulip-chat"
+
+const chatModel = "openai"
+
+type modelFlags struct {
+	baseURL, model, apiKeyEnv string
+}
+
+// chatWorker starts the support agent's worker: the demo toolbox and hooks,
+// and the OpenAI-compatible model.
+func (e *env) chatWorker(s *session, mf *modelFlags) (func(), error) {
+	m, err := openai.New(openai.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv,
+		SystemPrompt: "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."})
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	tb := demo.NewToolbox()
+	return startWorker(s.client, ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{chatModel: m}})
+}
+
+func (e *env) chat(args []string) error {
+	fs := e.flags("chat")
+	c := e.connFlags(fs)
+	mf := &modelFlags{}
+	fs.StringVar(&mf.baseURL, "base-url", "", "OpenAI-compatible API root, e.g. https://api.openai.com/v1 or http://localhost:11434/v1")
+	fs.StringVar(&mf.model, "model", "", "model name")
+	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the API key (read by the worker)")
+	thread := fs.String("thread", "", "thread id: reload its checkpoint, and resume it later by this name")
+	agentName := fs.String("agent", workflow.DefaultAgent, "agent name")
+	hookList := fs.String("hooks", "", "comma-separated hooks to install (upper_order_id, block_page_oncall, approve_isolate_host)")
+	maxTurns := fs.Int("max-turns", 0, "model turn limit (default 32)")
+	db := fs.String("db", "", "embedded server state file (so that 'tulip resume --db' can continue an interrupted run)")
+	asJSON := fs.Bool("json", false, "print the trace as JSON lines")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if mf.baseURL == "" || mf.model == "" || fs.NArg() != 1 {
+		return usageError{`usage: tulip chat --base-url URL --model NAME [--thread T] [--agent A] [--hooks H,...] [--json] "message"`}
+	}
+	var hooks []string
+	for _, h := range strings.Split(*hookList, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			if _, ok := demo.Hooks()[h]; !ok {
+				return usageError{fmt.Sprintf("unknown hook %q", h)}
+			}
+			hooks = append(hooks, h)
+		}
+	}
+	s, err := e.connect(c, true, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	stop, err := e.chatWorker(s, mf)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	opts := agent.RunOptions{TaskQueue: ChatTaskQueue, Model: chatModel, Agent: *agentName, ThreadID: *thread,
+		Message: fs.Arg(0), Hooks: hooks, MaxTurns: *maxTurns}
+	if *thread == "" {
+		opts.WorkflowID = "tulip-chat-" + randomID()
+	}
+	e.progress("running agent %s on %s", *agentName, mf.baseURL)
+	h, res, err := agent.Run(e.ctx, s.client, opts)
+	if err != nil && res == nil {
+		return err
+	}
+	e.printRun(res, 0, *asJSON)
+	if err != nil {
+		return err
+	}
+	return e.explainInterrupt(h, res, c, *db, mf)
+}
+
+// printRun prints a run's trace lines from index from on, then its answer.
+func (e *env) printRun(res *workflow.RunResult, from int, asJSON bool) {
+	var lines []scenario.Line
+	for _, l := range res.Trace[min(from, len(res.Trace)):] {
+		lines = append(lines, scenario.Line{Run: 1, TraceLine: l})
+	}
+	if asJSON {
+		for _, l := range lines {
+			b, _ := scenario.MarshalLine(l)
+			fmt.Fprintln(e.stdout, string(b))
+		}
+		return
+	}
+	if len(lines) > 0 {
+		printTable(e.stdout, lines)
+	}
+	if res.Answer != "" {
+		fmt.Fprintf(e.stdout, "\n%s\n", res.Answer)
+	}
+}
+
+func (e *env) explainInterrupt(h agent.Handle, res *workflow.RunResult, c *conn, db string, mf *modelFlags) error {
+	if res.Status != workflow.StatusInterrupted || res.Interrupt == nil {
+		return nil
+	}
+	in := res.Interrupt
+	fmt.Fprintf(e.stderr, "the run is interrupted (%s, by hook %s): %s\n", in.ID, in.Hook, in.Reason)
+	for _, call := range in.Held {
+		fmt.Fprintf(e.stderr, "  held: %s %s(%s)\n", call.ID, call.Name, call.Arguments)
+	}
+	where := "--address " + c.address
+	if c.address == "" {
+		where = fmt.Sprintf("--db %s --base-url %s --model %s", db, mf.baseURL, mf.model)
+		if db == "" {
+			fmt.Fprintln(e.stderr, "this embedded server keeps nothing: run chat with --db FILE to resume in a later process")
+			return nil
+		}
+	}
+	fmt.Fprintf(e.stderr, "resume it with:\n  tulip resume %s --interrupt %s --answer approved --perform-dangling %s\n", h.WorkflowID, in.ID, where)
+	return nil
+}

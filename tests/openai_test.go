@@ -1,0 +1,318 @@
+package tests
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/openai"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// fakeOpenAI is a loopback HTTP server speaking the chat-completions wire
+// format: it answers requests in order from a script and keeps each
+// request's body and Authorization header.
+type fakeOpenAI struct {
+	*httptest.Server
+	mu      sync.Mutex
+	script  []func(w http.ResponseWriter)
+	bodies  []map[string]any
+	authHdr []string
+}
+
+func newFakeOpenAI(t *testing.T, script ...func(w http.ResponseWriter)) *fakeOpenAI {
+	f := &fakeOpenAI{script: script}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Errorf("request body is not JSON: %s", b)
+		}
+		f.mu.Lock()
+		i := len(f.bodies)
+		f.bodies = append(f.bodies, body)
+		f.authHdr = append(f.authHdr, r.Header.Get("Authorization"))
+		f.mu.Unlock()
+		if i >= len(f.script) {
+			reply(200, `{"choices":[{"message":{"role":"assistant","content":"(script ended)"}}]}`)(w)
+			return
+		}
+		f.script[i](w)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeOpenAI) requests() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]map[string]any(nil), f.bodies...)
+}
+
+func reply(status int, body string, header ...string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// toolCalls is a completion whose message calls tools: id, name, argument
+// text triples.
+func toolCalls(calls ...[3]string) func(w http.ResponseWriter) {
+	var tcs []map[string]any
+	for _, c := range calls {
+		tcs = append(tcs, map[string]any{"id": c[0], "type": "function", "function": map[string]any{"name": c[1], "arguments": c[2]}})
+	}
+	b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls",
+			"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": tcs}}}})
+	return reply(200, string(b))
+}
+
+func answer(text string) func(w http.ResponseWriter) {
+	b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+		"message": map[string]any{"role": "assistant", "content": text}}}})
+	return reply(200, string(b))
+}
+
+// runOpenAI runs the support agent against f with the demo toolbox.
+func runOpenAI(t *testing.T, f *fakeOpenAI) (*demo.Toolbox, agent.Handle, *workflow.RunResult, error) {
+	t.Helper()
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
+	require.NoError(t, err)
+	tb := demo.NewToolbox()
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "gpt", Message: "Please refund ord-1"})
+	return tb, h, res, err
+}
+
+// messagesOf returns request i's messages.
+func messagesOf(t *testing.T, body map[string]any) []map[string]any {
+	t.Helper()
+	raw, ok := body["messages"].([]any)
+	require.True(t, ok, "messages: %v", body)
+	var out []map[string]any
+	for _, m := range raw {
+		out = append(out, m.(map[string]any))
+	}
+	return out
+}
+
+func toolMessage(t *testing.T, body map[string]any, callID string) map[string]any {
+	t.Helper()
+	for _, m := range messagesOf(t, body) {
+		if m["role"] == "tool" && m["tool_call_id"] == callID {
+			return m
+		}
+	}
+	t.Fatalf("no tool message for %s in %v", callID, body)
+	return nil
+}
+
+// The model re-emits an identical issue_refund after seeing the receipt:
+// one body execution. The request bodies carry the tools, the calls' exact
+// argument text, and each result under its call's id (the served one
+// marked served).
+func TestOpenAIReEmittedRefundRunsOnce(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret")
+	f := newFakeOpenAI(t,
+		toolCalls([3]string{"call_a", "issue_refund", `{"order_id": "ord-1", "amount": 120.0}`}),
+		toolCalls([3]string{"call_b", "issue_refund", `{"amount": 120.0, "order_id": "ord-1"}`}),
+		answer("Refunded."),
+	)
+	tb, h, res, err := runOpenAI(t, f)
+	require.NoError(t, err)
+	assert.Equal(t, "Refunded.", res.Answer)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+	require.Len(t, res.Trace, 2)
+	assert.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[1].Outcome)
+
+	reqs := f.requests()
+	require.Len(t, reqs, 3)
+	assert.Equal(t, "gpt-test", reqs[0]["model"])
+	assert.Contains(t, mustJSON(reqs[0]["tools"]), `"name":"issue_refund"`)
+	// Request 2 repeats the model's call with its exact argument text.
+	var sent string
+	for _, m := range messagesOf(t, reqs[1]) {
+		if calls, ok := m["tool_calls"].([]any); ok {
+			sent = calls[0].(map[string]any)["function"].(map[string]any)["arguments"].(string)
+		}
+	}
+	assert.Equal(t, `{"order_id": "ord-1", "amount": 120.0}`, sent, "120.0 stays 120.0")
+	first := toolMessage(t, reqs[1], "call_a")
+	assert.Contains(t, first["content"], `"refund_id":"rf-1"`)
+	served := toolMessage(t, reqs[2], "call_b")
+	assert.Contains(t, served["content"], `"served_from_log":true`)
+	assert.Contains(t, served["content"], `"refund_id":"rf-1"`)
+
+	// The API key went to the endpoint, and never into history.
+	assert.Equal(t, "Bearer sk-test-secret", f.authHdr[0])
+	hist, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(history(t, dial(t, server.Address()), h.WorkflowID, h.RunID))
+	require.NoError(t, err)
+	assert.NotContains(t, string(hist), "sk-test-secret")
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestOpenAITwoIdenticalCallsInOneResponse(t *testing.T) {
+	f := newFakeOpenAI(t,
+		toolCalls([3]string{"call_a", "page_oncall", `{"case_id": "k", "summary": "s"}`},
+			[3]string{"call_b", "page_oncall", `{"summary": "s", "case_id": "k"}`}),
+		answer("Paged."),
+	)
+	tb, _, res, err := runOpenAI(t, f)
+	require.NoError(t, err)
+	assert.Equal(t, 1, tb.Invocations()["page_oncall"])
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[1].Outcome)
+	assert.Equal(t, "same_response", string(res.Trace[1].Relation))
+	toolMessage(t, f.requests()[1], "call_a")
+	toolMessage(t, f.requests()[1], "call_b")
+}
+
+// 429 is a retryable activity failure (Retry-After honoured): Temporal
+// retries, and the run goes on.
+func TestOpenAI429ThenSuccess(t *testing.T) {
+	f := newFakeOpenAI(t,
+		reply(429, `{"error":{"message":"rate limited"}}`, "Retry-After", "1"),
+		answer("Hello."),
+	)
+	_, _, res, err := runOpenAI(t, f)
+	require.NoError(t, err)
+	assert.Equal(t, "Hello.", res.Answer)
+	assert.Len(t, f.requests(), 2)
+}
+
+// hasErrorType walks err's chain for an ApplicationError of type typ.
+func hasErrorType(err error, typ string) bool {
+	for err != nil {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) {
+			return false
+		}
+		if appErr.Type() == typ {
+			return true
+		}
+		err = appErr.Unwrap()
+	}
+	return false
+}
+
+// A refused request and invalid completions fail the run once, clearly,
+// with a typed non-retryable error; nothing panics.
+func TestOpenAIFailuresAreClear(t *testing.T) {
+	cases := map[string]struct {
+		reply func(w http.ResponseWriter)
+		typ   string
+		msg   string
+	}{
+		"400":             {reply(400, `{"error":{"message":"bad model"}}`), openai.ErrRejected, "400"},
+		"no choices":      {reply(200, `{"choices":[]}`), openai.ErrBadResponse, "no choices"},
+		"not JSON":        {reply(200, `<html>oops</html>`), openai.ErrBadResponse, "invalid completion"},
+		"nameless call":   {toolCalls([3]string{"call_a", "", `{}`}), openai.ErrBadResponse, "no function name"},
+		"call without id": {toolCalls([3]string{"", "issue_refund", `{}`}), openai.ErrBadResponse, "no id"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeOpenAI(t, c.reply)
+			_, _, res, err := runOpenAI(t, f)
+			var failed *agent.RunFailedError
+			require.ErrorAs(t, err, &failed)
+			assert.True(t, hasErrorType(err, c.typ), "%v", err)
+			require.NotNil(t, res)
+			assert.Equal(t, workflow.StatusFailed, res.Status)
+			assert.Contains(t, res.Error, c.msg)
+			assert.Len(t, f.requests(), 1, "non-retryable: asked once")
+		})
+	}
+}
+
+// A tool call with malformed arguments goes through the rejection rule; the
+// model sees the error and the run goes on.
+func TestOpenAIMalformedArgumentsAreRejected(t *testing.T) {
+	f := newFakeOpenAI(t,
+		toolCalls([3]string{"call_a", "issue_refund", `{"order_id": `}),
+		answer("Sorry."),
+	)
+	tb, _, res, err := runOpenAI(t, f)
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeRejected, res.Trace[0].Outcome)
+	assert.Equal(t, 0, tb.Invocations()["issue_refund"])
+	assert.Contains(t, toolMessage(t, f.requests()[1], "call_a")["content"], "invalid_json")
+}
+
+func TestCLIChat(t *testing.T) {
+	f := newFakeOpenAI(t,
+		toolCalls([3]string{"call_a", "issue_refund", `{"order_id": "ord-1", "amount": 5}`}),
+		toolCalls([3]string{"call_b", "issue_refund", `{"order_id": "ord-1", "amount": 5.0}`}),
+		answer("Done."),
+	)
+	stdout, stderr, code := runCLI(t, "chat", "--base-url", f.URL+"/v1", "--model", "m", "--json", "--address", server.Address(), "refund ord-1")
+	require.Equal(t, 0, code, stderr)
+	lines, _ := parseTrace(t, stdout)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "cached", string(lines[1].Outcome))
+
+	stdout, stderr, code = runCLI(t, "chat", "--model", "m", "hi")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "usage: tulip chat")
+	assert.Empty(t, stdout)
+	_, stderr, code = runCLI(t, "chat", "--base-url", "ftp://x", "--model", "m", "--address", server.Address(), "hi")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "not an http(s) URL")
+}
+
+var _ = strings.TrimSpace
+
+// An interrupted chat on a file-backed embedded server is resumed by a later
+// process: 'tulip resume --db' restarts the server and the chat worker.
+func TestCLIChatInterruptThenResumeInALaterProcess(t *testing.T) {
+	f := newFakeOpenAI(t,
+		toolCalls([3]string{"call_a", "isolate_host", `{"host": "web-1"}`}),
+		answer("Isolated."),
+	)
+	db := t.TempDir() + "/chat.db"
+	stdout, stderr, code := runCLI(t, "chat", "--base-url", f.URL+"/v1", "--model", "m", "--json", "--db", db,
+		"--thread", "incident-7", "--hooks", "approve_isolate_host", "isolate web-1")
+	t.Logf("chat stderr:\n%s\nstdout:\n%s", stderr, stdout)
+	require.Equal(t, 0, code, stderr)
+	lines, _ := parseTrace(t, stdout)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "held", string(lines[0].Outcome))
+	assert.Contains(t, stderr, "tulip resume incident-7 --interrupt int-1")
+
+	stdout, stderr, code = runCLI(t, "resume", "incident-7", "--interrupt", "int-1", "--answer", "approved", "--perform-dangling",
+		"--db", db, "--base-url", f.URL+"/v1", "--model", "m", "--json")
+	require.Equal(t, 0, code, stderr)
+	lines, _ = parseTrace(t, stdout)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "dangling", string(lines[1].Outcome))
+	assert.Len(t, f.requests(), 2)
+}
