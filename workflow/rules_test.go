@@ -231,3 +231,25 @@ func TestBadRunInput(t *testing.T) {
 }
 
 var _ = json.Valid
+
+// The default downstream key: the same for the same call after a resume
+// (which matches nothing and so executes again) and in a later run on the
+// thread; different for another agent, or other arguments.
+func TestDefaultKeyIsStable(t *testing.T) {
+	sc := parseScenario(t, `{"runs": [
+		{"thread_id": "t-1", "hooks": ["approve_isolate_host"], "turns": [
+			{"tool_calls": [{"id": "c1", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"}]},
+			{"tool_calls": [{"id": "c2", "name": "isolate_host", "arguments": "{\"host\": \"h\"}"}]}],
+		 "resumes": [{"answer": "ok", "turns": [
+			{"tool_calls": [{"id": "c3", "name": "page_oncall", "arguments": "{\"summary\": \"s\", \"case_id\": \"k\"}"}]}]}]},
+		{"thread_id": "t-1", "agent": "other", "turns": [
+			{"tool_calls": [{"id": "c4", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"},
+			                {"id": "c5", "name": "page_oncall", "arguments": "{\"case_id\": \"k2\", \"summary\": \"s\"}"}]}]}
+	]}`)
+	lines, _, _ := newHarness(t).play(sc)
+	got := byCall(lines)
+	assert.Equal(t, workflow.OutcomeExecuted, got["c3"].Outcome, "after resume the call executes again")
+	assert.Equal(t, got["c1"].Key, got["c3"].Key, "with the same key, so the downstream service dedups it")
+	assert.NotEqual(t, got["c1"].Key, got["c4"].Key, "another agent, another key")
+	assert.NotEqual(t, got["c4"].Key, got["c5"].Key)
+}
