@@ -127,50 +127,7 @@ func (v Value) Clone() Value {
 // (true is not 1). Numbers compare by exact mathematical value, never
 // through float64: 120 == 120.0, 9007199254740993 != 9007199254740992.0.
 // It is a structural implementation, independent of the canonical key.
-func Equal(a, b *Value) bool {
-	switch {
-	case a.kind == Int && b.kind == Int:
-		return intDigits(a.lit) == intDigits(b.lit)
-	case a.kind == Float && b.kind == Float:
-		return a.f == b.f
-	case a.kind == Int && b.kind == Float:
-		return intEqualsFloat(a.lit, b.f)
-	case a.kind == Float && b.kind == Int:
-		return intEqualsFloat(b.lit, a.f)
-	case a.kind != b.kind:
-		return false
-	}
-	switch a.kind {
-	case Null:
-		return true
-	case Bool:
-		return a.b == b.b
-	case String:
-		return a.lit == b.lit
-	case Array:
-		if len(a.arr) != len(b.arr) {
-			return false
-		}
-		for i := range a.arr {
-			if !Equal(&a.arr[i], &b.arr[i]) {
-				return false
-			}
-		}
-		return true
-	case Object:
-		if len(a.obj) != len(b.obj) {
-			return false
-		}
-		for i := range a.obj {
-			bv := b.Get(a.obj[i].Key)
-			if bv == nil || !Equal(&a.obj[i].Value, bv) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
+func Equal(a, b *Value) bool { return equal(a, b, false) }
 
 // SortedEqual reports sorted-key JSON equality (the relation for earlier
 // calls of the same response) structurally: json.dumps(sort_keys=True) of
@@ -178,7 +135,20 @@ func Equal(a, b *Value) bool {
 // integers have the same digits, floats the same float64 (so the same
 // Python repr: -0.0 is not 0.0), strings the same code points, and
 // containers match member by member.
-func SortedEqual(a, b *Value) bool {
+func SortedEqual(a, b *Value) bool { return equal(a, b, true) }
+
+// equal is both relations; they differ only on numbers.
+func equal(a, b *Value, sorted bool) bool {
+	if !sorted {
+		switch {
+		case a.kind == Float && b.kind == Float:
+			return a.f == b.f
+		case a.kind == Int && b.kind == Float:
+			return intEqualsFloat(a.lit, b.f)
+		case a.kind == Float && b.kind == Int:
+			return intEqualsFloat(b.lit, a.f)
+		}
+	}
 	if a.kind != b.kind {
 		return false
 	}
@@ -198,7 +168,7 @@ func SortedEqual(a, b *Value) bool {
 			return false
 		}
 		for i := range a.arr {
-			if !SortedEqual(&a.arr[i], &b.arr[i]) {
+			if !equal(&a.arr[i], &b.arr[i], sorted) {
 				return false
 			}
 		}
@@ -209,7 +179,7 @@ func SortedEqual(a, b *Value) bool {
 		}
 		for i := range a.obj {
 			bv := b.Get(a.obj[i].Key)
-			if bv == nil || !SortedEqual(&a.obj[i].Value, bv) {
+			if bv == nil || !equal(&a.obj[i].Value, bv, sorted) {
 				return false
 			}
 		}
