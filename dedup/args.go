@@ -16,9 +16,9 @@ type Args struct {
 	valueKey, sortedJSON     string
 	haveValueKey, haveSorted bool
 
-	hashTool       string // the tool the cached hashes include
-	vh, sh         uint64
-	haveVH, haveSH bool
+	hashTool string // the tool the cached hash includes
+	vh       uint64
+	haveVH   bool
 }
 
 // NewArgs wraps an object Value (for instance one a hook rewrote) as Args.
@@ -102,21 +102,9 @@ func (a *Args) valueHashFor(hs *hasher, tool string) uint64 {
 	return a.vh
 }
 
-// sortedHashFor hashes tool and the sorted-key JSON: consistent with
-// sorted-key JSON equality. Cached on a.
-func (a *Args) sortedHashFor(hs *hasher, tool string) uint64 {
-	if !a.haveSH || a.hashTool != tool {
-		a.resetHashes(tool)
-		hs.start(tool)
-		writeSortedJSON(&hs.h, &a.val)
-		a.sh, a.haveSH = hs.h.Sum64(), true
-	}
-	return a.sh
-}
-
 func (a *Args) resetHashes(tool string) {
 	if a.hashTool != tool {
-		a.hashTool, a.haveVH, a.haveSH = tool, false, false
+		a.hashTool, a.haveVH = tool, false
 	}
 }
 

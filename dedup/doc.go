@@ -15,7 +15,9 @@
 //     model response: Python's json.dumps(args, sort_keys=True) compared as
 //     text, so 120 differs from 120.0.
 //
-// Each relation has a canonical encoding and a hash consistent with it, and
-// the [Log] indexes its records by both, so [Log.FindMatchingExecution] is an
-// expected O(1) lookup rather than a scan.
+// Each relation has a canonical encoding ([Args.ValueKey],
+// [Args.SortedKeyJSON]). The [Log] indexes its records by a hash of the value
+// encoding, which serves both relations (sorted-key JSON equality implies
+// value equality), so [Log.FindMatchingExecution] is an expected O(1) lookup
+// rather than a scan.
 package dedup

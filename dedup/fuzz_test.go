@@ -62,6 +62,7 @@ func FuzzRelations(f *testing.F) {
 		if eq && a.valueHashFor(newHasher(), "t") != b.valueHashFor(newHasher(), "t") {
 			t.Fatalf("equal values hash differently: %q %q", s1, s2)
 		}
+		// The log's single hash index relies on this implication.
 		if a.SortedKeyEqual(b) && !eq {
 			t.Fatalf("sorted-key JSON equal but not value-equal: %q %q", s1, s2)
 		}

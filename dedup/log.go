@@ -81,22 +81,22 @@ type Record struct {
 	// Key is the downstream idempotency key the execution carried.
 	Key string `json:"key,omitempty"`
 
-	args         *Args
-	vh, sh       uint64 // the index hashes of both relations
-	nextV, nextS int32  // the next record with the same hash, or -1
-	prevS        int32  // the previous record with the same sorted hash, or -1
+	args       *Args
+	vh         uint64 // the index hash
+	next, prev int32  // the records before and after it with the same hash, or -1
 }
 
 // Args returns the record's parsed arguments.
 func (r *Record) Args() *Args { return r.args }
 
 // Log is the execution log of one agent (the seed's tool_executions): ordered
-// records, indexed by a hash of each relation's canonical encoding. It is
-// not safe for concurrent use; a workflow's coroutines never run at once.
+// records, indexed by a hash of the value-equality encoding. That one hash
+// serves both relations: calls equal by sorted-key JSON are also equal by
+// value (the fuzz tests check it), so their records share a hash. It is not
+// safe for concurrent use; a workflow's coroutines never run at once.
 type Log struct {
 	recs      []*Record
-	byValue   map[uint64]chain
-	bySorted  map[uint64]chain
+	byHash    map[uint64]chain
 	responses int
 	hs        *hasher
 }
@@ -107,7 +107,7 @@ type chain struct{ head, tail int32 }
 
 // NewLog returns an empty log.
 func NewLog() *Log {
-	return &Log{byValue: map[uint64]chain{}, bySorted: map[uint64]chain{}, hs: newHasher()}
+	return &Log{byHash: map[uint64]chain{}, hs: newHasher()}
 }
 
 // Len is the number of records.
@@ -151,21 +151,14 @@ func (l *Log) Append(r Record, args *Args) *Record {
 
 func (l *Log) index(r *Record) {
 	seq := int32(r.Seq)
-	r.nextV, r.nextS, r.prevS = -1, -1, -1
+	r.next, r.prev = -1, -1
 	r.vh = r.args.valueHashFor(l.hs, r.Tool)
-	if c, ok := l.byValue[r.vh]; ok {
-		l.recs[c.tail].nextV = seq
-		l.byValue[r.vh] = chain{c.head, seq}
+	if c, ok := l.byHash[r.vh]; ok {
+		l.recs[c.tail].next = seq
+		r.prev = c.tail
+		l.byHash[r.vh] = chain{c.head, seq}
 	} else {
-		l.byValue[r.vh] = chain{seq, seq}
-	}
-	r.sh = r.args.sortedHashFor(l.hs, r.Tool)
-	if c, ok := l.bySorted[r.sh]; ok {
-		l.recs[c.tail].nextS = seq
-		r.prevS = c.tail
-		l.bySorted[r.sh] = chain{c.head, seq}
-	} else {
-		l.bySorted[r.sh] = chain{seq, seq}
+		l.byHash[r.vh] = chain{seq, seq}
 	}
 }
 
@@ -173,32 +166,29 @@ func (l *Log) index(r *Record) {
 // of an idempotent tool in response number response: first the earliest
 // record of an earlier response that is value-equal, then the earliest
 // record of the same response whose sorted-key JSON is equal. It returns nil
-// and NoMatch when neither exists. It never scans the log: each step walks
-// only the records that share the call's hash.
+// and NoMatch when neither exists. It never scans the log: it walks only the
+// records that share the call's hash.
 func (l *Log) FindMatchingExecution(tool string, args *Args, response int) (*Record, Relation) {
-	if c, ok := l.byValue[args.valueHashFor(l.hs, tool)]; ok {
-		for i := c.head; i >= 0; i = l.recs[i].nextV {
-			r := l.recs[i]
-			if r.Response >= response {
-				break // chains run in log order: the rest are this response's
-			}
-			if r.Tool == tool && Equal(&r.args.val, &args.val) {
-				return r, EarlierTurn
-			}
+	c, ok := l.byHash[args.valueHashFor(l.hs, tool)]
+	if !ok {
+		return nil, NoMatch
+	}
+	// Chains run in log order, so earlier responses come first...
+	for i := c.head; i >= 0 && l.recs[i].Response < response; i = l.recs[i].next {
+		if r := l.recs[i]; r.Tool == tool && Equal(&r.args.val, &args.val) {
+			return r, EarlierTurn
 		}
 	}
-	if c, ok := l.bySorted[args.sortedHashFor(l.hs, tool)]; ok {
-		// This response's records are the chain's tail: walk back over them
-		// and keep the earliest that matches.
-		var found *Record
-		for i := c.tail; i >= 0 && l.recs[i].Response == response; i = l.recs[i].prevS {
-			if r := l.recs[i]; r.Tool == tool && SortedEqual(&r.args.val, &args.val) {
-				found = r
-			}
+	// ...and this response's records are the tail: walk back over them and
+	// keep the earliest that matches.
+	var found *Record
+	for i := c.tail; i >= 0 && l.recs[i].Response == response; i = l.recs[i].prev {
+		if r := l.recs[i]; r.Tool == tool && SortedEqual(&r.args.val, &args.val) {
+			found = r
 		}
-		if found != nil {
-			return found, SameResponse
-		}
+	}
+	if found != nil {
+		return found, SameResponse
 	}
 	return nil, NoMatch
 }
