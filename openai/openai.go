@@ -51,6 +51,10 @@ type Options struct {
 	// the worker at each request. Zero value: OPENAI_API_KEY. An empty key
 	// sends no Authorization header (local servers need none).
 	APIKeyEnv string
+	// KeyHeader is the header that carries the key. Zero value:
+	// "Authorization", as "Bearer KEY"; any other name (Azure OpenAI's
+	// "api-key") carries the key as is.
+	KeyHeader string
 	// Timeout bounds one HTTP request. Zero value: 60 s.
 	Timeout time.Duration
 	// SystemPrompt, when set, is sent first.
@@ -198,7 +202,11 @@ func (m *Model) Respond(ctx context.Context, req activities.ModelRequest) (activ
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if key := os.Getenv(m.opts.APIKeyEnv); key != "" {
-		hreq.Header.Set("Authorization", "Bearer "+key)
+		if m.opts.KeyHeader == "" || strings.EqualFold(m.opts.KeyHeader, "Authorization") {
+			hreq.Header.Set("Authorization", "Bearer "+key)
+		} else {
+			hreq.Header.Set(m.opts.KeyHeader, key)
+		}
 	}
 	resp, err := m.client.Do(hreq)
 	if err != nil {

@@ -177,6 +177,24 @@ func TestOpenAIReEmittedRefundRunsOnce(t *testing.T) {
 	assert.NotContains(t, string(hist), "sk-test-secret")
 }
 
+// Azure OpenAI takes its key in an api-key header.
+func TestOpenAIKeyHeader(t *testing.T) {
+	t.Setenv("AZURE_KEY", "azure-secret")
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		answer("hi")(w)
+	}))
+	defer srv.Close()
+	m, err := openai.New(openai.Options{BaseURL: srv.URL, Model: "m", APIKeyEnv: "AZURE_KEY", KeyHeader: "api-key"})
+	require.NoError(t, err)
+	res, err := m.Respond(ctxT(t), activities.ModelRequest{Messages: []activities.Message{{Role: "user", Content: "x"}}})
+	require.NoError(t, err)
+	assert.Equal(t, "hi", res.Text)
+	assert.Equal(t, "azure-secret", got.Get("api-key"))
+	assert.Empty(t, got.Get("Authorization"))
+}
+
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)

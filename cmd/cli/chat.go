@@ -20,13 +20,13 @@ const ChatTaskQueue = "tulip-chat"
 const chatModel = "openai"
 
 type modelFlags struct {
-	baseURL, model, apiKeyEnv string
+	baseURL, model, apiKeyEnv, keyHeader string
 }
 
 // chatWorker starts the support agent's worker: the demo toolbox and hooks,
 // and the OpenAI-compatible model.
 func (e *env) chatWorker(s *session, mf *modelFlags) (func(), error) {
-	m, err := openai.New(openai.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv,
+	m, err := openai.New(openai.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
 		SystemPrompt: "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."})
 	if err != nil {
 		return nil, usageError{err.Error()}
@@ -43,6 +43,7 @@ func (e *env) chat(args []string) error {
 	fs.StringVar(&mf.baseURL, "base-url", "", "OpenAI-compatible API root, e.g. https://api.openai.com/v1 or http://localhost:11434/v1")
 	fs.StringVar(&mf.model, "model", "", "model name")
 	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the API key (read by the worker)")
+	fs.StringVar(&mf.keyHeader, "api-key-header", "", `header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
 	thread := fs.String("thread", "", "thread id: reload its checkpoint, and resume it later by this name")
 	agentName := fs.String("agent", workflow.DefaultAgent, "agent name")
 	hookList := fs.String("hooks", "", "comma-separated hooks to install (upper_order_id, block_page_oncall, approve_isolate_host)")
