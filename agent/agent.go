@@ -44,6 +44,9 @@ type RunOptions struct {
 	MaxTurns int
 	// Limits bound argument text. Zero value: 64 levels, 256 KiB.
 	Limits dedup.Limits
+	// SequentialCalls runs the calls of one model response one after
+	// another. Zero value: they run at once.
+	SequentialCalls bool
 	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
 	WorkflowExecutionTimeout time.Duration
 	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
@@ -94,7 +97,7 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 		return Handle{}, errors.New("agent: RunOptions.Model is required")
 	}
 	in := workflow.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
-		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits}
+		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls}
 	id := opts.WorkflowID
 	if opts.ThreadID != "" {
 		id = opts.ThreadID

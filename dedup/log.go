@@ -84,10 +84,20 @@ type Record struct {
 	args       *Args
 	vh         uint64 // the index hash
 	next, prev int32  // the records before and after it with the same hash, or -1
+	pending    bool   // appended before its outcome is known
 }
 
 // Args returns the record's parsed arguments.
 func (r *Record) Args() *Args { return r.args }
+
+// Pending reports whether the record's outcome is not known yet (a call
+// still executing, or served from one that is).
+func (r *Record) Pending() bool { return r.pending }
+
+// Settle sets a pending record's outcome: a result, or an error.
+func (r *Record) Settle(result []byte, err *ToolError) {
+	r.Result, r.Error, r.pending = result, err, false
+}
 
 // Log is the execution log of one agent (the seed's tool_executions): ordered
 // records, indexed by a hash of the value-equality encoding. That one hash
@@ -162,6 +172,15 @@ func (l *Log) index(r *Record) {
 	}
 }
 
+// AppendPending records a call whose outcome is not known yet (its body is
+// executing); Record.Settle completes it. It matches later calls of the same
+// response like any record.
+func (l *Log) AppendPending(r Record, args *Args) *Record {
+	rec := l.Append(r, args)
+	rec.pending = true
+	return rec
+}
+
 // FindMatchingExecution applies the two-step match of RULES.md for one call
 // of an idempotent tool in response number response: first the earliest
 // record of an earlier response that is value-equal, then the earliest
@@ -210,6 +229,9 @@ func (l *Log) Snapshot() ([]byte, error) {
 		s.Records = []Record{}
 	}
 	for _, r := range l.recs {
+		if r.pending {
+			return nil, fmt.Errorf("dedup: snapshot: record %d is still pending", r.Seq)
+		}
 		fields := []string{r.Tool, r.Arguments, r.Run, r.CallID, r.Key}
 		if r.Error != nil {
 			fields = append(fields, r.Error.Type, r.Error.Message)

@@ -3,7 +3,10 @@
 // call from the execution log, as an already-settled future (no command, so
 // no history event), and records the outcome of every call it lets through.
 //
-// Workflow code reports an executed call's outcome with Call.Settle.
+// Workflow code reports each call's outcome with Call.Settle once it has
+// read the future. Calls of one response may run at once: an executing call
+// is recorded as pending, and a twin of it in the same response is served
+// by a future chained to the original's.
 //
 // The execution log lives in workflow state, owned by the interceptor. Replay
 // runs the same workflow code against the same history, so it rebuilds the
@@ -38,7 +41,7 @@ func New() *Interceptor { return &Interceptor{} }
 
 // InterceptWorkflow implements interceptor.WorkerInterceptor.
 func (*Interceptor) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	i := &workflowInbound{state: &State{log: dedup.NewLog()}}
+	i := &workflowInbound{state: &State{log: dedup.NewLog(), inflight: map[int]workflow.Future{}}}
 	i.Next = next
 	return i
 }
@@ -58,9 +61,12 @@ func (i *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.
 	return i.Next.ExecuteWorkflow(workflow.WithValue(ctx, stateKey{}, i.state), in)
 }
 
-// State is the dedup state of one workflow execution: its execution log.
+// State is the dedup state of one workflow execution: its execution log,
+// and the futures of the calls still executing (by record), which a twin in
+// the same response is chained to.
 type State struct {
-	log *dedup.Log
+	log      *dedup.Log
+	inflight map[int]workflow.Future
 }
 
 type stateKey struct{}
@@ -101,10 +107,11 @@ type Call struct {
 	ServedFrom *dedup.Record
 	// Relation is the rule ServedFrom matched under.
 	Relation dedup.Relation
-	// Recorded is the call's own record, once settled (nil if not recorded).
+	// Recorded is the call's own record (nil if not recorded); pending
+	// until Settle.
 	Recorded *dedup.Record
 
-	log *dedup.Log // set when the interceptor lets the call execute
+	state *State // set when the interceptor has seen the call
 }
 
 type callKey struct{}
@@ -125,49 +132,68 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	if c == nil {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
-	log := o.state.log
+	st, log := o.state, o.state.log
+	c.state = st
 	if c.Match {
 		if rec, rel := log.FindMatchingExecution(c.Tool, c.Args, c.Response); rec != nil {
-			c.ServedFrom, c.Relation = rec, rel
-			if c.Record {
-				from := rec.Seq
-				c.Recorded = log.Append(dedup.Record{
-					Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
-					Origin: dedup.Served, Result: rec.Result, Error: rec.Error,
-					ServedFrom: &from, Relation: rel, Key: rec.Key,
-				}, c.Args)
-			}
-			f, s := workflow.NewFuture(ctx)
-			if rec.Error != nil {
-				s.SetError(temporal.NewNonRetryableApplicationError(rec.Error.Message, rec.Error.Type, nil))
-			} else {
-				s.SetValue(activities.ToolOutput{Result: rec.Result})
-			}
-			return f
+			return o.serve(ctx, c, rec, rel)
 		}
 	}
-	c.log = log
-	return o.Next.ExecuteActivity(ctx, activityType, args...)
+	f := o.Next.ExecuteActivity(ctx, activityType, args...)
+	if c.Record {
+		// Recorded now, settled by Settle: a twin later in the same
+		// response matches it while the body is still running.
+		c.Recorded = log.AppendPending(dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn,
+			CallID: c.CallID, Origin: dedup.Executed, Key: c.Key}, c.Args)
+		st.inflight[c.Recorded.Seq] = f
+	}
+	return f
 }
 
-// Settle records an executed call's outcome: the tool's output, or its
-// final error. Workflow code calls it once it has the activity's result.
-// It does nothing for a served call, a call not to be recorded, or when the
-// interceptor is not installed. (Recording here, rather than inside a
-// wrapping future, keeps a frame off every coroutine yield, which the SDK
-// walks.)
+// serve answers c from rec without a command: an already-settled future, or
+// for a record still executing, a future chained to that execution's.
+func (o *workflowOutbound) serve(ctx workflow.Context, c *Call, rec *dedup.Record, rel dedup.Relation) workflow.Future {
+	c.ServedFrom, c.Relation = rec, rel
+	f, s := workflow.NewFuture(ctx)
+	src := rec
+	for src.Pending() && src.ServedFrom != nil { // served from a call still running
+		src = o.state.log.At(*src.ServedFrom)
+	}
+	switch {
+	case src.Pending():
+		s.Chain(o.state.inflight[src.Seq])
+	case src.Error != nil:
+		s.SetError(temporal.NewNonRetryableApplicationError(src.Error.Message, src.Error.Type, nil))
+	default:
+		s.SetValue(activities.ToolOutput{Result: src.Result})
+	}
+	if c.Record {
+		from := rec.Seq
+		r := dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
+			Origin: dedup.Served, Result: src.Result, Error: src.Error, ServedFrom: &from, Relation: rel, Key: rec.Key}
+		if src.Pending() {
+			c.Recorded = o.state.log.AppendPending(r, c.Args)
+		} else {
+			c.Recorded = o.state.log.Append(r, c.Args)
+		}
+	}
+	return f
+}
+
+// Settle records a call's outcome once its future is read: the tool's
+// output, or its final error. Workflow code calls it after Get. It does
+// nothing for a call already settled or not recorded, or when the
+// interceptor is not installed.
 func (c *Call) Settle(out *activities.ToolOutput, err error) {
-	if c.log == nil || c.ServedFrom != nil || !c.Record || c.Recorded != nil {
+	if c.state == nil || c.Recorded == nil || !c.Recorded.Pending() {
 		return
 	}
-	rec := dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
-		Origin: dedup.Executed, Key: c.Key}
 	if err != nil {
-		rec.Error = ToolErrorOf(err)
+		c.Recorded.Settle(nil, ToolErrorOf(err))
 	} else if out != nil {
-		rec.Result = out.Result
+		c.Recorded.Settle(out.Result, nil)
 	}
-	c.Recorded = c.log.Append(rec, c.Args)
+	delete(c.state.inflight, c.Recorded.Seq)
 }
 
 // ToolErrorOf turns an activity failure into the recorded error: the

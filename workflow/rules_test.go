@@ -138,6 +138,22 @@ func TestRuleInterruptHoldsRestOfResponse(t *testing.T) {
 	assert.Equal(t, workflow.StatusCompleted, outs[0].status)
 }
 
+// A twin of a call still executing in the same response is served its
+// outcome when it settles, a failure included.
+func TestSameResponseTwinOfAFailingCall(t *testing.T) {
+	sc := parseScenario(t, `{"runs": [{"turns": [
+		{"tool_calls": [{"id": "c1", "name": "charge_card", "arguments": "{\"card\": \"4242\", \"amount\": 10}"},
+		                {"id": "c2", "name": "charge_card", "arguments": "{\"amount\": 10, \"card\": \"4242\"}"}]}]}]}`)
+	h := newHarness(t)
+	lines, sum, _ := h.play(sc)
+	got := byCall(lines)
+	assert.Equal(t, workflow.OutcomeExecuted, got["c1"].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, got["c2"].Outcome)
+	require.NotNil(t, got["c2"].Error)
+	assert.Contains(t, *got["c2"].Error, "card declined")
+	assert.Equal(t, 1, sum.BodyInvocations["charge_card"])
+}
+
 // Beyond the seed: a served result answers the new call's id and says it
 // was served; every execution carries a stable downstream key, the same
 // for a served twin, and new for each mint of a non-idempotent tool.

@@ -65,6 +65,7 @@ type run struct {
 	hooks    []string
 	messages []activities.Message
 
+	parallel   bool // the calls of a response run at once
 	status     string
 	turn       int
 	phase      int
@@ -292,6 +293,8 @@ func (r *run) loop(ctx wf.Context) error {
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
+	// Runs recorded before calls ran at once replay sequentially.
+	r.parallel = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls
 	for {
 		if r.turn >= r.in.MaxTurns {
 			return temporal.NewNonRetryableApplicationError(
@@ -315,16 +318,60 @@ func (r *run) loop(ctx wf.Context) error {
 			r.answer = resp.Text
 			return nil
 		}
+		var steps []*step
 		for i, call := range resp.ToolCalls {
 			r.drainSignals(ctx)
-			hook, reason, args, held := r.handleCall(ctx, call, response)
+			st, hook, reason, args, held := r.handleCall(ctx, call, response)
 			if held {
+				r.finish(ctx, steps) // what started before the interrupt settles first
+				steps = nil
 				if err := r.pause(ctx, hook, reason, args, resp.ToolCalls[i:]); err != nil {
 					return err
 				}
 				break
 			}
+			steps = r.enqueue(ctx, steps, st)
 		}
+		r.finish(ctx, steps)
+	}
+}
+
+// step is one call of the current response: settled already (rejected,
+// cancelled), or executing (or served) through the interceptor.
+type step struct {
+	line     TraceLine
+	msg      activities.Message
+	call     *interceptor.Call
+	future   wf.Future
+	dangling bool
+}
+
+// enqueue settles st at once when calls run one after another, and keeps
+// it for finish when they run at once.
+func (r *run) enqueue(ctx wf.Context, steps []*step, st *step) []*step {
+	if r.parallel {
+		return append(steps, st)
+	}
+	r.finish(ctx, []*step{st})
+	return steps
+}
+
+// finish settles steps in call order and adds their trace lines and tool
+// messages in that order.
+func (r *run) finish(ctx wf.Context, steps []*step) {
+	for _, st := range steps {
+		if st.call != nil {
+			var out activities.ToolOutput
+			err := st.future.Get(ctx, &out)
+			st.call.Settle(&out, err)
+			if err != nil {
+				st.line.Error = errText(interceptor.ToolErrorOf(err).Message)
+			} else {
+				st.line.Result = out.Result
+			}
+			st.msg = toolMessage(st.line.CallID, st.line.Result, st.line.Error, st.call.ServedFrom != nil)
+		}
+		r.addTrace(st.line, st.msg)
 	}
 }
 
@@ -335,9 +382,9 @@ func (r *run) addTrace(l TraceLine, msg activities.Message) {
 
 func errText(s string) *string { return &s }
 
-func (r *run) reject(call activities.ToolCall, why string) {
-	r.addTrace(TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeRejected, Error: errText(why)},
-		toolMessage(call.ID, nil, errText(why), false))
+func (r *run) reject(call activities.ToolCall, why string) *step {
+	return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeRejected, Error: errText(why)},
+		msg: toolMessage(call.ID, nil, errText(why), false)}
 }
 
 // toolMessage is the tool result the model sees for a call.
@@ -352,18 +399,17 @@ func toolMessage(callID string, result json.RawMessage, errMsg *string, served b
 	return activities.Message{Role: "tool", ToolCallID: callID, Content: content, Served: served}
 }
 
-// handleCall runs one call through reject, hooks, cancel, interrupt, and
-// match or execute. It reports held=true when a hook interrupts the run.
-func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (hook, reason string, args *dedup.Args, held bool) {
+// handleCall takes one call through reject, hooks, cancel, interrupt, and
+// match or execute; the execution is started, not awaited. It reports
+// held=true when a hook interrupts the run.
+func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (st *step, hook, reason string, args *dedup.Args, held bool) {
 	tool, ok := r.tools[call.Name]
 	if !ok {
-		r.reject(call, fmt.Sprintf("unknown tool %q", call.Name))
-		return "", "", nil, false
+		return r.reject(call, fmt.Sprintf("unknown tool %q", call.Name)), "", "", nil, false
 	}
 	args, err := dedup.Parse(call.Arguments, r.in.Limits)
 	if err != nil {
-		r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err))
-		return "", "", nil, false
+		return r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err)), "", "", nil, false
 	}
 	hc := hooks.NewCall(call.ID, call.Name, args.Value())
 	hc.Agent, hc.Thread, hc.Turn = r.in.Agent, r.in.ThreadID, r.turn
@@ -372,25 +418,23 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 		if d.Cancel != "" {
 			r.log.Append(dedup.Record{Tool: call.Name, Response: response, Run: r.runID, Turn: r.turn, CallID: call.ID,
 				Origin: dedup.Cancelled, Error: &dedup.ToolError{Type: dedup.ErrorTypeCancelled, Message: d.Cancel}}, args)
-			r.addTrace(TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: json.RawMessage(args.Text()),
-				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, toolMessage(call.ID, nil, errText(d.Cancel), false))
-			return "", "", nil, false
+			return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: json.RawMessage(args.Text()),
+				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, msg: toolMessage(call.ID, nil, errText(d.Cancel), false)}, "", "", nil, false
 		}
 		if d.Interrupt != "" {
-			return name, d.Interrupt, args, true
+			return nil, name, d.Interrupt, args, true
 		}
 	}
 	post := args
 	if hc.Changed() {
 		post = dedup.NewArgs(*hc.Args())
 	}
-	line, msg := r.execute(ctx, tool, call, post, response, !r.resumed, true)
-	r.addTrace(line, msg)
-	return "", "", nil, false
+	return r.launch(ctx, tool, call, post, response, !r.resumed, true), "", "", nil, false
 }
 
-// execute runs (or, through the interceptor, serves) one call.
-func (r *run) execute(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args *dedup.Args, response int, match, record bool) (TraceLine, activities.Message) {
+// launch starts one call's execution (or, through the interceptor, serves
+// it) and returns its step, to be settled by finish.
+func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args *dedup.Args, response int, match, record bool) *step {
 	spec, opts := tool.Spec(), tool.Options()
 	key := r.key(spec, args)
 	c := &interceptor.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
@@ -398,9 +442,7 @@ func (r *run) execute(ctx wf.Context, tool *activities.Tool, call activities.Too
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy})
 	actx = interceptor.WithCall(actx, c)
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID}
-	var out activities.ToolOutput
-	err := wf.ExecuteActivity(actx, tool.ActivityName(), in).Get(ctx, &out)
-	c.Settle(&out, err)
+	f := wf.ExecuteActivity(actx, tool.ActivityName(), in)
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.ServedFrom != nil {
 		seq := c.ServedFrom.Seq
@@ -408,12 +450,7 @@ func (r *run) execute(ctx wf.Context, tool *activities.Tool, call activities.Too
 	} else {
 		r.executions++
 	}
-	if err != nil {
-		line.Error = errText(interceptor.ToolErrorOf(err).Message)
-	} else {
-		line.Result = out.Result
-	}
-	return line, toolMessage(call.ID, line.Result, line.Error, c.ServedFrom != nil)
+	return &step{line: line, call: c, future: f}
 }
 
 // key is the execution's downstream idempotency key: the tool's template,
@@ -521,28 +558,30 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 			return err
 		}
 	}
+	var steps []*step
 	for _, call := range held {
 		if !resume.PerformDangling {
 			msg := "not performed: " + resume.Answer
-			r.addTrace(TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeDropped, Error: errText(msg)},
-				toolMessage(call.ID, nil, errText(msg), false))
+			steps = r.enqueue(ctx, steps, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeDropped, Error: errText(msg)},
+				msg: toolMessage(call.ID, nil, errText(msg), false)})
 			continue
 		}
 		tool, ok := r.tools[call.Name]
 		if !ok {
-			r.reject(call, fmt.Sprintf("unknown tool %q", call.Name))
+			steps = r.enqueue(ctx, steps, r.reject(call, fmt.Sprintf("unknown tool %q", call.Name)))
 			continue
 		}
 		args, err := dedup.Parse(call.Arguments, r.in.Limits)
 		if err != nil {
-			r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err))
+			steps = r.enqueue(ctx, steps, r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err)))
 			continue
 		}
 		// A dangling call runs without matching and is never recorded.
-		line, msg := r.execute(ctx, tool, call, args, r.log.Response(), false, false)
-		line.Outcome = OutcomeDangling
-		r.addTrace(line, msg)
+		st := r.launch(ctx, tool, call, args, r.log.Response(), false, false)
+		st.line.Outcome = OutcomeDangling
+		steps = r.enqueue(ctx, steps, st)
 	}
+	r.finish(ctx, steps)
 	r.messages = append(r.messages, activities.Message{Role: "user", Content: resume.Answer})
 	r.resumed = true
 	r.phase++

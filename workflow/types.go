@@ -68,6 +68,10 @@ type RunInput struct {
 	MaxTurns int `json:"max_turns,omitempty"`
 	// Limits bound argument text. Zero value: 64 levels, 256 KiB.
 	Limits dedup.Limits `json:"limits,omitempty"`
+	// SequentialCalls runs the calls of one model response one after
+	// another. Zero value: they run at once (each call is still decided in
+	// order: rejected, hooked, matched against the calls before it).
+	SequentialCalls bool `json:"sequential_calls,omitempty"`
 }
 
 // Outcome is how a tool call was settled (the trace's outcome).
