@@ -339,11 +339,10 @@ func (r *run) loop(ctx wf.Context) error {
 // step is one call of the current response: settled already (rejected,
 // cancelled), or executing (or served) through the interceptor.
 type step struct {
-	line     TraceLine
-	msg      activities.Message
-	call     *interceptor.Call
-	future   wf.Future
-	dangling bool
+	line   TraceLine
+	msg    activities.Message
+	call   *interceptor.Call
+	future wf.Future
 }
 
 // enqueue settles st at once when calls run one after another, and keeps
@@ -382,6 +381,20 @@ func (r *run) addTrace(l TraceLine, msg activities.Message) {
 
 func errText(s string) *string { return &s }
 
+// resolve applies rule 1 to a call: its tool must exist and its argument
+// text must parse under the limits. Otherwise it returns the rejection.
+func (r *run) resolve(call activities.ToolCall) (*activities.Tool, *dedup.Args, *step) {
+	tool, ok := r.tools[call.Name]
+	if !ok {
+		return nil, nil, r.reject(call, fmt.Sprintf("unknown tool %q", call.Name))
+	}
+	args, err := dedup.Parse(call.Arguments, r.in.Limits)
+	if err != nil {
+		return nil, nil, r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err))
+	}
+	return tool, args, nil
+}
+
 func (r *run) reject(call activities.ToolCall, why string) *step {
 	return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeRejected, Error: errText(why)},
 		msg: toolMessage(call.ID, nil, errText(why), false)}
@@ -403,13 +416,9 @@ func toolMessage(callID string, result json.RawMessage, errMsg *string, served b
 // match or execute; the execution is started, not awaited. It reports
 // held=true when a hook interrupts the run.
 func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (st *step, hook, reason string, args *dedup.Args, held bool) {
-	tool, ok := r.tools[call.Name]
-	if !ok {
-		return r.reject(call, fmt.Sprintf("unknown tool %q", call.Name)), "", "", nil, false
-	}
-	args, err := dedup.Parse(call.Arguments, r.in.Limits)
-	if err != nil {
-		return r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err)), "", "", nil, false
+	tool, args, rejected := r.resolve(call)
+	if rejected != nil {
+		return rejected, "", "", nil, false
 	}
 	hc := hooks.NewCall(call.ID, call.Name, args.Value())
 	hc.Agent, hc.Thread, hc.Turn = r.in.Agent, r.in.ThreadID, r.turn
@@ -566,14 +575,9 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 				msg: toolMessage(call.ID, nil, errText(msg), false)})
 			continue
 		}
-		tool, ok := r.tools[call.Name]
-		if !ok {
-			steps = r.enqueue(ctx, steps, r.reject(call, fmt.Sprintf("unknown tool %q", call.Name)))
-			continue
-		}
-		args, err := dedup.Parse(call.Arguments, r.in.Limits)
-		if err != nil {
-			steps = r.enqueue(ctx, steps, r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err)))
+		tool, args, rejected := r.resolve(call)
+		if rejected != nil {
+			steps = r.enqueue(ctx, steps, rejected)
 			continue
 		}
 		// A dangling call runs without matching and is never recorded.

@@ -82,20 +82,26 @@ func (e *env) chat(args []string) error {
 	}
 	e.progress("running agent %s on %s", *agentName, mf.baseURL)
 	h, res, err := agent.Run(e.ctx, s.client, opts)
+	return e.report(h, res, err, c, *db, mf, *asJSON)
+}
+
+// report prints what a chat run came to (as agent.Run or agent.Await
+// returned it), and how to resume it when it is interrupted.
+func (e *env) report(h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool) error {
 	if err != nil && res == nil {
 		return err
 	}
-	e.printRun(res, 0, *asJSON)
+	e.printRun(res, asJSON)
 	if err != nil {
 		return err
 	}
-	return e.explainInterrupt(h, res, c, *db, mf)
+	return e.explainInterrupt(h, res, c, db, mf)
 }
 
-// printRun prints a run's trace lines from index from on, then its answer.
-func (e *env) printRun(res *workflow.RunResult, from int, asJSON bool) {
+// printRun prints a run's trace lines, then its answer.
+func (e *env) printRun(res *workflow.RunResult, asJSON bool) {
 	var lines []scenario.Line
-	for _, l := range res.Trace[min(from, len(res.Trace)):] {
+	for _, l := range res.Trace {
 		lines = append(lines, scenario.Line{Run: 1, TraceLine: l})
 	}
 	if asJSON {

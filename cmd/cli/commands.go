@@ -253,12 +253,5 @@ func (e *env) resume(args []string) error {
 	// This process is the run's worker: wait for the run and print it.
 	h := agent.Handle{WorkflowID: id}
 	final, err := agent.Await(e.ctx, s.client, h, res.InterruptID)
-	if err != nil && final == nil {
-		return err
-	}
-	e.printRun(final, 0, *asJSON)
-	if err != nil {
-		return err
-	}
-	return e.explainInterrupt(h, final, c, *db, mf)
+	return e.report(h, final, err, c, *db, mf, *asJSON)
 }
