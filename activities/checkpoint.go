@@ -1,22 +1,32 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 )
 
-// Checkpoint is a thread's saved state: each agent's execution log, as a
-// dedup snapshot. Agents never see each other's records.
+// Checkpoint is a thread's state between runs: its conversation and each
+// agent's execution log (a dedup snapshot). Agents never see each other's
+// records; every agent on the thread sees the whole conversation.
 type Checkpoint struct {
+	// Agents holds each agent's execution log as a dedup snapshot.
 	Agents map[string]json.RawMessage `json:"agents"`
+	// Messages is the thread's conversation: user messages, assistant
+	// messages with their tool calls, tool results.
+	Messages []Message `json:"messages,omitempty"`
 }
 
 // ThreadRef names the thread a run belongs to.
@@ -25,8 +35,9 @@ type ThreadRef struct {
 	ThreadID string `json:"thread_id"`
 	// RunID is the loading run's own run ID.
 	RunID string `json:"run_id"`
-	// PreviousRunID is the thread's last closed run when this run started
-	// ("" for a new thread).
+	// PreviousRunID is a hint: the thread's last closed run, when the
+	// client that started the run knew it. Without it the loader finds
+	// the thread's runs itself.
 	PreviousRunID string `json:"previous_run_id,omitempty"`
 }
 
@@ -42,22 +53,29 @@ type RunOutcome struct {
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
 
-// StartInput is the part of an agent run's input the Temporal checkpointer
-// reads to step over a run that closed without a result.
+// StartInput is the part of an agent run's input that names the previous
+// run its client knew of.
 type StartInput struct {
 	PreviousRunID string `json:"previous_run_id,omitempty"`
 }
 
-// TemporalCheckpointer keeps checkpoints in Temporal itself: a run's result
-// (or its failure's details) carries the thread's checkpoint, and the next
-// run loads it from the thread's last closed run. Save does nothing. A run
-// that closed with neither (terminated, timed out) is stepped over: its
-// own previous run is read instead.
+// TemporalCheckpointer keeps checkpoints in Temporal itself, so that any
+// client that starts a run on a thread (workflow ID = thread ID) continues
+// it. Load finds the thread's runs (the hint first, then the namespace's
+// visibility store, newest first) and takes the state the newest run that
+// ever ran left behind:
+//   - a completed run's result, or a failed run's failure details, carry it
+//     (the fast path);
+//   - any other run (terminated, timed out, cancelled, failed without
+//     details) is asked by query (QueryThread): a worker replays its
+//     history and answers with every record that history proves.
+//
+// A run that never completed a workflow task left nothing and is stepped
+// over. Save does nothing.
 type TemporalCheckpointer struct {
 	// Client reads the runs. Zero value: the activity's own client.
 	Client client.Client
-	// MaxSkip bounds how many result-less runs are stepped over. Zero
-	// value: 100.
+	// MaxSkip bounds how many runs are looked at. Zero value: 100.
 	MaxSkip int
 }
 
@@ -71,26 +89,19 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 	if limit <= 0 {
 		limit = 100
 	}
-	runID := ref.PreviousRunID
-	for i := 0; runID != "" && i <= limit; i++ {
-		var out RunOutcome
-		err := c.GetWorkflow(ctx, ref.ThreadID, runID).GetWithOptions(ctx, &out, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
-		if err == nil {
-			return out.Checkpoint, nil
-		}
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.HasDetails() {
-			if derr := appErr.Details(&out); derr == nil && out.Checkpoint != nil {
-				return out.Checkpoint, nil
-			}
-		}
-		// No result: read this run's own previous run from its start input.
-		prev, perr := PreviousRunOf(ctx, c, ref.ThreadID, runID)
-		if perr != nil {
+	runs, err := threadRuns(ctx, c, ref, limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, run := range runs {
+		cp, ran, err := loadRun(ctx, c, ref.ThreadID, run)
+		if err != nil {
 			return nil, temporal.NewApplicationErrorWithCause(
-				fmt.Sprintf("thread %s: reading run %s: %v", ref.ThreadID, runID, perr), ErrCheckpoint, perr)
+				fmt.Sprintf("thread %s: reading run %s: %v", ref.ThreadID, run, err), ErrCheckpoint, err)
 		}
-		runID = prev
+		if ran {
+			return cp, nil
+		}
 	}
 	return nil, nil
 }
@@ -98,7 +109,101 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 // Save implements Checkpointer: the run's result is the checkpoint.
 func (TemporalCheckpointer) Save(context.Context, ThreadRef, *Checkpoint) error { return nil }
 
-// PreviousRunOf reads a run's PreviousRunID from its start input.
+// threadRuns lists the thread's runs other than ref.RunID, newest first:
+// the hint, then what visibility knows.
+func threadRuns(ctx context.Context, c client.Client, ref ThreadRef, limit int) ([]string, error) {
+	type run struct {
+		id    string
+		start int64
+	}
+	var found []run
+	var token []byte
+	query := "WorkflowId = " + quote(ref.ThreadID)
+	for len(found) < limit {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 50, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("thread %s: listing its runs: %w", ref.ThreadID, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if id := e.GetExecution().GetRunId(); id != ref.RunID && id != ref.PreviousRunID {
+				found = append(found, run{id, e.GetStartTime().AsTime().UnixNano()})
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	slices.SortStableFunc(found, func(a, b run) int { return cmp.Compare(b.start, a.start) })
+	var out []string
+	if ref.PreviousRunID != "" {
+		out = append(out, ref.PreviousRunID)
+	}
+	for _, r := range found {
+		out = append(out, r.id)
+	}
+	return out, nil
+}
+
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// loadRun reads the thread state run left behind. ran is false when the run
+// never completed a workflow task (it left nothing).
+func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp *Checkpoint, ran bool, err error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil, false, nil // deleted by retention: nothing to read
+		}
+		return nil, false, err
+	}
+	switch desc.GetWorkflowExecutionInfo().GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		var out RunOutcome
+		err := c.GetWorkflow(ctx, workflowID, runID).GetWithOptions(ctx, &out, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
+		var appErr *temporal.ApplicationError
+		if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
+			_ = appErr.Details(&out)
+		}
+		if out.Checkpoint != nil {
+			return out.Checkpoint, true, nil
+		}
+	}
+	ran, err = completedATask(ctx, c, workflowID, runID)
+	if err != nil || !ran {
+		return nil, false, err
+	}
+	v, err := c.QueryWorkflow(ctx, workflowID, runID, QueryThread)
+	if err != nil {
+		return nil, true, err // retryable: the run's records are there to be read
+	}
+	cp = &Checkpoint{}
+	if err := v.Get(cp); err != nil {
+		return nil, true, err
+	}
+	return cp, true, nil
+}
+
+// completedATask reports whether a run's history holds a completed workflow
+// task: only then can workflow code have recorded anything.
+func completedATask(ctx context.Context, c client.Client, workflowID, runID string) (bool, error) {
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return false, err
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// PreviousRunOf reads the previous run a run's client named in its start
+// input ("" when it named none).
 func PreviousRunOf(ctx context.Context, c client.Client, workflowID, runID string) (string, error) {
 	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {

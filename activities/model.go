@@ -31,20 +31,23 @@ type Message struct {
 	Served bool `json:"served,omitempty"`
 }
 
-// ModelRequest asks a model for its next response.
+// ModelRequest asks a model for its next response. It is what a Model
+// sees: the whole conversation (after the worker's ConversationPolicy) and
+// the worker's tools.
 type ModelRequest struct {
 	// Model selects a model registered on the worker.
 	Model  string `json:"model"`
 	Agent  string `json:"agent"`
 	Thread string `json:"thread,omitempty"`
 	// Turn is the 1-based model response of this run, resumed turns
-	// included.
+	// included (continue-as-new keeps counting).
 	Turn int `json:"turn"`
 	// Phase counts the resumes before this turn; PhaseTurn is the 1-based
 	// turn within the phase. Scripted models use them.
 	Phase     int `json:"phase"`
 	PhaseTurn int `json:"phase_turn"`
-	// Messages is the whole conversation so far.
+	// Messages is the conversation so far: the thread's earlier runs, then
+	// this run's.
 	Messages []Message `json:"messages"`
 	// Tools are the tools the model may call.
 	Tools []ToolSpec `json:"tools"`
@@ -74,16 +77,104 @@ func (f ModelFunc) Respond(ctx context.Context, req ModelRequest) (ModelResponse
 	return f(ctx, req)
 }
 
-// Models is the model activity: it routes a request to the model named in
-// it.
-type Models map[string]Model
+// ConversationPolicy chooses what a model is shown of the conversation. It
+// runs on the worker, in the model activity: it never changes what the
+// workflow holds, what the logs hold, or how calls match.
+type ConversationPolicy func(messages []Message) []Message
+
+// LastTurns is a ConversationPolicy that shows the model the last n user
+// messages and everything after the first of them (n <= 0: everything).
+func LastTurns(n int) ConversationPolicy {
+	return func(msgs []Message) []Message {
+		if n <= 0 {
+			return msgs
+		}
+		seen := 0
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == "user" {
+				if seen++; seen == n {
+					return msgs[i:]
+				}
+			}
+		}
+		return msgs
+	}
+}
+
+// ModelInput is the model activity's input. The conversation travels as a
+// cursor: Base names the conversation the run's previous model call saw (its
+// length and digest) and New holds only the messages added since, so a
+// turn writes O(new messages) into history, not O(conversation). The
+// activity rebuilds the whole conversation from its cache, or, on a miss
+// (another worker, a restart), from the run itself (QueryConversation), and
+// checks Digest before it calls the model.
+//
+// Histories recorded before the cursor carry the whole conversation in
+// Messages and the tool specs in Tools; the activity still accepts them.
+type ModelInput struct {
+	Model     string `json:"model"`
+	Agent     string `json:"agent"`
+	Thread    string `json:"thread,omitempty"`
+	Turn      int    `json:"turn"`
+	Phase     int    `json:"phase"`
+	PhaseTurn int    `json:"phase_turn"`
+	// Base is the conversation the previous model call of the run saw.
+	Base *Cursor `json:"base,omitempty"`
+	// New are the messages after Base.
+	New []Message `json:"new,omitempty"`
+	// Digest is the digest of Base followed by New.
+	Digest string `json:"digest,omitempty"`
+
+	// Messages (legacy inputs only) is the whole conversation.
+	Messages []Message `json:"messages,omitempty"`
+	// Tools (legacy inputs only) are the tool specs.
+	Tools []ToolSpec `json:"tools,omitempty"`
+}
+
+// Cursor names a conversation prefix: its length and digest.
+type Cursor struct {
+	Count  int    `json:"count"`
+	Digest string `json:"digest"`
+}
+
+// Models is the model activity of a worker: it rebuilds the conversation,
+// applies the policy, and routes the request to the model named in it.
+type Models struct {
+	ByName map[string]Model
+	// Tools are the worker's tool specs, shown to the model.
+	Tools []ToolSpec
+	// Policy chooses what the model is shown. Zero value: everything.
+	Policy ConversationPolicy
+	// Cache holds recent conversations by digest. Zero value (nil): every
+	// request rebuilds its conversation from the run (NewModelActivity
+	// makes one).
+	Cache *ConversationCache
+}
+
+// NewModels returns the model activity for models, tools and policy, with
+// a conversation cache of DefaultCacheNodes nodes.
+func NewModels(models map[string]Model, tools []ToolSpec, policy ConversationPolicy) *Models {
+	return &Models{ByName: models, Tools: tools, Policy: policy, Cache: NewConversationCache(DefaultCacheNodes)}
+}
 
 // Respond is the ModelActivity function.
-func (m Models) Respond(ctx context.Context, req ModelRequest) (ModelResponse, error) {
-	model, ok := m[req.Model]
+func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, error) {
+	model, ok := m.ByName[in.Model]
 	if !ok {
 		return ModelResponse{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no model named %q on this worker", req.Model), ErrUnknownModel, nil)
+			fmt.Sprintf("no model named %q on this worker", in.Model), ErrUnknownModel, nil)
+	}
+	req := ModelRequest{Model: in.Model, Agent: in.Agent, Thread: in.Thread, Turn: in.Turn, Phase: in.Phase,
+		PhaseTurn: in.PhaseTurn, Messages: in.Messages, Tools: in.Tools}
+	if in.Digest != "" {
+		msgs, err := m.conversation(ctx, in)
+		if err != nil {
+			return ModelResponse{}, err
+		}
+		req.Messages, req.Tools = msgs, m.Tools
+	}
+	if m.Policy != nil {
+		req.Messages = m.Policy(req.Messages)
 	}
 	return model.Respond(ctx, req)
 }

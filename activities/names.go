@@ -17,6 +17,19 @@ const (
 	ToolActivityPrefix = "tulip.tool."
 )
 
+// Stable query names the activities use on agent runs (the workflow
+// package registers them).
+const (
+	// QueryThread returns the thread state a run would leave behind if it
+	// closed now (Checkpoint): the conversation and every agent's log,
+	// pending records left out. It answers on closed runs too: the worker
+	// replays the run's history to answer it, whatever way the run closed.
+	QueryThread = "tulip.thread"
+	// QueryConversation pages the run's conversation (ConversationPage):
+	// the model activity reads it on a cache miss.
+	QueryConversation = "tulip.conversation"
+)
+
 // ToolActivityName is the activity name of the tool named tool.
 func ToolActivityName(tool string) string { return ToolActivityPrefix + tool }
 
@@ -48,4 +61,15 @@ const (
 	ErrBadInput = "tulip.BadInput"
 	// ErrToolFailed: a tool's failure that was not an ApplicationError.
 	ErrToolFailed = "tulip.ToolFailed"
+	// ErrPayloadTooLarge: a payload the run must write (its result, its
+	// continue-as-new state) is over the server's payload limit and no
+	// external storage is configured. Non-retryable; the thread keeps
+	// every record (the next run rebuilds them from this run's history).
+	ErrPayloadTooLarge = "tulip.PayloadTooLarge"
+	// ErrConversation: the model activity cannot rebuild the conversation
+	// the workflow holds (its digest differs). Non-retryable.
+	ErrConversation = "tulip.ConversationMismatch"
+	// ErrRunFailed: the run failed for a reason that has no tulip type of
+	// its own (a model activity that ran out of retries, say).
+	ErrRunFailed = "tulip.RunFailed"
 )

@@ -73,16 +73,47 @@ func (e *NotInterruptedError) Error() string {
 	return fmt.Sprintf("run %q is closed: there is nothing to resume", e.WorkflowID)
 }
 
-// RunFailedError: the run failed. Result holds its trace and error.
+// RunFailedError: the run failed, or was terminated, timed out or
+// cancelled. Result holds its trace and error when the run left them.
+// Error is one line; the failure's type and the run's result stay here.
 type RunFailedError struct {
 	Result *workflow.RunResult
 	Err    error
 }
 
-func (e *RunFailedError) Error() string { return "agent run failed: " + e.Err.Error() }
+// Type is the failure's stable type (activities.ErrMaxTurns, ...), or ""
+// when the run closed without one (terminated, timed out, cancelled).
+func (e *RunFailedError) Type() string {
+	var app *temporal.ApplicationError
+	if errors.As(e.Err, &app) {
+		return app.Type()
+	}
+	return ""
+}
+
+func (e *RunFailedError) Error() string {
+	var app *temporal.ApplicationError
+	var term *temporal.TerminatedError
+	var timeout *temporal.TimeoutError
+	var canceled *temporal.CanceledError
+	switch {
+	case errors.As(e.Err, &app):
+		return fmt.Sprintf("agent run failed (%s): %s", app.Type(), app.Message())
+	case errors.As(e.Err, &term):
+		return "agent run was terminated"
+	case errors.As(e.Err, &timeout):
+		return "agent run timed out"
+	case errors.As(e.Err, &canceled):
+		return "agent run was cancelled"
+	}
+	return "agent run failed: " + e.Err.Error()
+}
+
 func (e *RunFailedError) Unwrap() error { return e.Err }
 
-// Handle identifies a started run.
+// Handle identifies a started run: its workflow ID and the run ID it
+// started with. A run that continues as new keeps its handle: Await,
+// State, Log and Resume follow the chain.
 type Handle struct {
 	WorkflowID string
 	RunID      string
@@ -190,11 +221,11 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 		case <-tick.C:
 			// The memo says the interrupt is durable; only then is the
 			// state (held calls, trace) read, and a resume sure to find it.
-			id, err := interruptMemo(ctx, c, h)
+			cur, id, err := interruptMemo(ctx, c, h)
 			if err != nil || id == "" || id == skip {
 				continue
 			}
-			st, err := State(ctx, c, h)
+			st, err := State(ctx, c, cur)
 			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil && st.Interrupt.ID == id {
 				return st, nil
 			}
@@ -202,25 +233,51 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 	}
 }
 
-// interruptMemo reads the run's durable interrupt id ("" when none).
-func interruptMemo(ctx context.Context, c client.Client, h Handle) (string, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
+// interruptMemo reads the durable interrupt id ("" when none) of the
+// newest run of h's continue-as-new chain, and that run's handle.
+func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, error) {
+	cur, err := current(ctx, c, h)
 	if err != nil {
-		return "", err
+		return cur, "", err
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, cur.WorkflowID, cur.RunID)
+	if err != nil {
+		return cur, "", err
 	}
 	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflow.MemoInterrupt]
 	if p == nil {
-		return "", nil
+		return cur, "", nil
 	}
 	var id string
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &id); err != nil {
-		return "", err
+		return cur, "", err
 	}
-	return id, nil
+	return cur, id, nil
 }
 
-// State queries a run's state so far.
+// current is the newest run of h's continue-as-new chain: the workflow ID's
+// current run when that run's chain started with h.RunID, else h itself.
+func current(ctx context.Context, c client.Client, h Handle) (Handle, error) {
+	if h.RunID == "" {
+		return h, nil
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
+	if err != nil {
+		return h, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetFirstRunId() == h.RunID {
+		return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, nil
+	}
+	return h, nil
+}
+
+// State queries a run's state so far (the newest run of its chain).
 func State(ctx context.Context, c client.Client, h Handle) (*workflow.RunResult, error) {
+	h, err := current(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
 	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryState)
 	if err != nil {
 		return nil, err
@@ -271,8 +328,13 @@ func ResumeBySignal(ctx context.Context, c client.Client, workflowID string, in 
 	return c.SignalWorkflow(ctx, workflowID, "", workflow.SignalResume, in)
 }
 
-// Log returns a run's execution log (open or closed) by query.
+// Log returns a run's execution log (open or closed; the newest run of its
+// chain) by query.
 func Log(ctx context.Context, c client.Client, h Handle) ([]dedup.Record, error) {
+	h, err := current(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
 	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryLog)
 	if err != nil {
 		return nil, err
@@ -284,35 +346,16 @@ func Log(ctx context.Context, c client.Client, h Handle) ([]dedup.Record, error)
 	return recs, nil
 }
 
-// ThreadLog returns the execution log that agent left on a thread: the open
-// run's log, or the last closed run's checkpoint.
+// ThreadLog returns the execution log that agent left on a thread: the
+// thread's state as its newest run holds it (open or closed, however it
+// closed), as the next run on the thread would load it.
 func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]dedup.Record, error) {
-	if agent == "" {
-		agent = workflow.DefaultAgent
-	}
-	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
-	if err != nil {
-		return nil, fmt.Errorf("agent: thread %q: %w", threadID, err)
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	h := Handle{WorkflowID: threadID, RunID: info.GetExecution().GetRunId()}
-	closed := h.RunID
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		st, err := State(ctx, c, h)
-		if err != nil {
-			return nil, err
-		}
-		if st.Agent == agent {
-			return Log(ctx, c, h)
-		}
-		// Another agent's run is open: read the checkpoint it started from.
-		if closed, err = activities.PreviousRunOf(ctx, c, threadID, h.RunID); err != nil {
-			return nil, err
-		}
-	}
-	cp, err := activities.TemporalCheckpointer{Client: c}.Load(ctx, activities.ThreadRef{ThreadID: threadID, PreviousRunID: closed})
+	cp, err := Thread(ctx, c, threadID)
 	if err != nil {
 		return nil, err
+	}
+	if agent == "" {
+		agent = workflow.DefaultAgent
 	}
 	if cp == nil || cp.Agents[agent] == nil {
 		return []dedup.Record{}, nil
@@ -322,4 +365,23 @@ func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]
 		return nil, err
 	}
 	return l.Records(), nil
+}
+
+// Thread returns a thread's state (its conversation and every agent's
+// log): the open run's, or what the next run on the thread would load.
+func Thread(ctx context.Context, c client.Client, threadID string) (*activities.Checkpoint, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
+	if err != nil {
+		return nil, fmt.Errorf("agent: thread %q: %w", threadID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v, err := c.QueryWorkflow(ctx, threadID, info.GetExecution().GetRunId(), workflow.QueryThread)
+		if err != nil {
+			return nil, err
+		}
+		var cp activities.Checkpoint
+		return &cp, v.Get(&cp)
+	}
+	return activities.TemporalCheckpointer{Client: c}.Load(ctx, activities.ThreadRef{ThreadID: threadID})
 }

@@ -223,12 +223,29 @@ type snapshot struct {
 
 // Snapshot encodes the log deterministically (versioned JSON), for workflow
 // state and thread checkpoints. Restore reads it back exactly.
-func (l *Log) Snapshot() ([]byte, error) {
-	s := snapshot{Version: SnapshotVersion, Responses: l.responses, Records: l.Records()}
-	if s.Records == nil {
-		s.Records = []Record{}
+func (l *Log) Snapshot() ([]byte, error) { return l.snapshot(len(l.recs)) }
+
+// Settled returns the number of records before the first pending one: the
+// records whose outcomes are known.
+func (l *Log) Settled() int {
+	for i, r := range l.recs {
+		if r.pending {
+			return i
+		}
 	}
-	for _, r := range l.recs {
+	return len(l.recs)
+}
+
+// SnapshotSettled is Snapshot of the records before the first pending one
+// (see Settled): what a run that stopped now has proven.
+func (l *Log) SnapshotSettled() ([]byte, error) { return l.snapshot(l.Settled()) }
+
+func (l *Log) snapshot(n int) ([]byte, error) {
+	s := snapshot{Version: SnapshotVersion, Responses: l.responses, Records: make([]Record, n)}
+	for i, r := range l.recs[:n] {
+		s.Records[i] = *r
+	}
+	for _, r := range l.recs[:n] {
 		if r.pending {
 			return nil, fmt.Errorf("dedup: snapshot: record %d is still pending", r.Seq)
 		}

@@ -60,6 +60,8 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 			TaskQueue: r.TaskQueue, Model: ModelName(r.Prefix, i), Agent: run.Agent, Hooks: run.Hooks,
 			Message:    fmt.Sprintf("scenario run %d", i+1),
 			WorkflowID: fmt.Sprintf("%s-run-%d", r.Prefix, i+1),
+			// A script is played in full, however long.
+			MaxTurns: max(workflow.DefaultMaxTurns, run.TurnCount()+1),
 		}
 		if run.ThreadID != "" {
 			opts.ThreadID = r.Prefix + "-" + run.ThreadID

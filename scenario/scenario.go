@@ -35,6 +35,16 @@ type Turn struct {
 	RemoveHooks  []string              `json:"remove_hooks,omitempty"`
 }
 
+// TurnCount is the number of scripted model responses of the run, resumed
+// turns included.
+func (r Run) TurnCount() int {
+	n := len(r.Turns)
+	for _, s := range r.Resumes {
+		n += len(s.Turns)
+	}
+	return n
+}
+
 // Resume answers an interrupt of its run.
 type Resume struct {
 	Answer          string `json:"answer"`

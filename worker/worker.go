@@ -39,6 +39,22 @@ type Options struct {
 	// Checkpointer loads and saves thread checkpoints. Zero value (nil):
 	// activities.TemporalCheckpointer, which needs nothing but Temporal.
 	Checkpointer activities.Checkpointer
+	// Conversation chooses what a model is shown of the thread's
+	// conversation (for example activities.LastTurns(10)). It never
+	// changes what the logs hold or how calls match. Zero value:
+	// everything.
+	Conversation activities.ConversationPolicy
+	// PayloadLimit is the largest payload a run writes (its result, its
+	// continue-as-new state); a run that would write more fails at once
+	// with tulip.PayloadTooLarge, and its thread keeps every record. Zero
+	// value: a little under Temporal's 2 MiB. Set -1 when the client
+	// stores large payloads externally (client.Options.ExternalStorage,
+	// see package blobstore).
+	PayloadLimit int
+}
+
+func (o Options) config() workflow.Config {
+	return workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit}
 }
 
 // Registry is what Register needs: a worker, a workflow replayer, a test
@@ -56,7 +72,7 @@ type ActivityRegistry interface {
 // Register registers the agent-run workflow and tulip's activities on r. It
 // does not install the interceptor (see NewInterceptor).
 func Register(r Registry, opts Options) error {
-	run, err := workflow.New(workflow.Config{Tools: opts.Tools, Hooks: opts.Hooks, CustomCheckpointer: opts.Checkpointer != nil})
+	run, err := workflow.New(opts.config())
 	if err != nil {
 		return err
 	}
@@ -68,7 +84,11 @@ func Register(r Registry, opts Options) error {
 	for _, t := range opts.Tools {
 		ar.RegisterActivityWithOptions(t.Activity(), activity.RegisterOptions{Name: t.ActivityName()})
 	}
-	models := activities.Models(opts.Models)
+	var specs []activities.ToolSpec
+	for _, t := range opts.Tools {
+		specs = append(specs, t.Spec())
+	}
+	models := activities.NewModels(opts.Models, specs, opts.Conversation)
 	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
 	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer}
 	if cp.Checkpointer == nil {
@@ -85,7 +105,7 @@ func NewInterceptor() sdkinterceptor.WorkerInterceptor { return interceptor.New(
 // NewPlugin returns a worker plugin that registers everything on workers and
 // on workflow replayers, and installs the dedup interceptor on both.
 func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
-	if _, err := workflow.New(workflow.Config{Tools: opts.Tools, Hooks: opts.Hooks}); err != nil {
+	if _, err := workflow.New(opts.config()); err != nil {
 		return nil, err // validate up front, not at worker start
 	}
 	// A replayer calls RunContextBefore before every replay, with the same

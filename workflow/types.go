@@ -34,6 +34,12 @@ const (
 	UpdateHooks = "tulip.hooks"
 	// SignalHooks is the same, as a signal.
 	SignalHooks = "tulip.hooks"
+	// QueryThread returns the thread state (activities.Checkpoint) the run
+	// would leave if it closed now; closed runs answer it too.
+	QueryThread = activities.QueryThread
+	// QueryConversation pages the run's conversation
+	// (activities.ConversationRange → activities.ConversationPage).
+	QueryConversation = activities.QueryConversation
 )
 
 // MemoInterrupt is the memo key holding the current interrupt's id while a
@@ -46,6 +52,12 @@ const MemoInterrupt = "tulip_interrupt"
 const (
 	DefaultAgent    = "support"
 	DefaultMaxTurns = 32
+	// DefaultContinueAfterTurns: a run continues as new after this many
+	// model turns, unless Temporal suggests it earlier.
+	DefaultContinueAfterTurns = 250
+	// DefaultContinueAfterBytes: a run continues as new once its history
+	// is this large, unless Temporal suggests it earlier.
+	DefaultContinueAfterBytes = 8 << 20
 )
 
 // RunInput starts an agent run.
@@ -53,10 +65,12 @@ type RunInput struct {
 	// Agent names the agent. Execution logs are per agent. Zero value:
 	// "support".
 	Agent string `json:"agent,omitempty"`
-	// ThreadID, when set, makes the run reload the thread's checkpoint. The
-	// run's workflow ID is the thread ID.
+	// ThreadID, when set, makes the run continue the thread: the run finds
+	// the thread's earlier runs itself and starts with their conversation
+	// and this agent's log. Start it with workflow ID = thread ID.
 	ThreadID string `json:"thread_id,omitempty"`
-	// PreviousRunID is the thread's last closed run (the client fills it).
+	// PreviousRunID is an optional hint: the thread's last closed run,
+	// when the client knows it (the Go client fills it).
 	PreviousRunID string `json:"previous_run_id,omitempty"`
 	// Message is the user's message.
 	Message string `json:"message,omitempty"`
@@ -64,14 +78,47 @@ type RunInput struct {
 	Model string `json:"model"`
 	// Hooks are installed at start, in order.
 	Hooks []string `json:"hooks,omitempty"`
-	// MaxTurns bounds the model responses of the run. Zero value: 32.
+	// MaxTurns bounds the model responses of the run, across
+	// continue-as-new. Zero value: 32.
 	MaxTurns int `json:"max_turns,omitempty"`
+	// ContinueAfterTurns continues the run as new after this many model
+	// turns in one workflow run (it also continues when Temporal suggests
+	// it). Zero value: 250.
+	ContinueAfterTurns int `json:"continue_after_turns,omitempty"`
+	// ContinueAfterBytes continues the run as new once its history is this
+	// large. Zero value: 8 MiB.
+	ContinueAfterBytes int `json:"continue_after_bytes,omitempty"`
 	// Limits bound argument text. Zero value: 64 levels, 256 KiB.
 	Limits dedup.Limits `json:"limits,omitempty"`
 	// SequentialCalls runs the calls of one model response one after
 	// another. Zero value: they run at once (each call is still decided in
 	// order: rejected, hooked, matched against the calls before it).
 	SequentialCalls bool `json:"sequential_calls,omitempty"`
+	// Continued is the state a run hands to its continuation; only
+	// continue-as-new sets it.
+	Continued *Carry `json:"continued,omitempty"`
+}
+
+// Carry is the durable state of a run that continues as new: the thread
+// state (conversation and every agent's log) and the run's own counters,
+// so that dedup, keys, interrupts and the trace go on as in one run.
+type Carry struct {
+	Checkpoint activities.Checkpoint `json:"checkpoint"`
+	Hooks      []string              `json:"hooks"`
+	Turn       int                   `json:"turn"`
+	Phase      int                   `json:"phase"`
+	PhaseTurn  int                   `json:"phase_turn"`
+	Resumed    bool                  `json:"resumed,omitempty"`
+	Interrupts int                   `json:"interrupts,omitempty"`
+	Answered   []string              `json:"answered,omitempty"`
+	// Executions and BaseLen count executions for non-idempotent keys.
+	Executions int `json:"executions"`
+	BaseLen    int `json:"base_len"`
+	// Sent is the conversation the last model call saw.
+	Sent  activities.Cursor `json:"sent"`
+	Trace []TraceLine       `json:"trace"`
+	// Continued counts the continue-as-new steps so far.
+	Continued int `json:"continued"`
 }
 
 // Outcome is how a tool call was settled (the trace's outcome).
@@ -135,8 +182,10 @@ type RunResult struct {
 	Trace     []TraceLine `json:"trace"`
 	Interrupt *Interrupt  `json:"interrupt,omitempty"`
 	Error     string      `json:"error,omitempty"`
-	// Checkpoint is the thread's checkpoint after this run (thread runs).
+	// Checkpoint is the thread's state after this run (thread runs).
 	Checkpoint *activities.Checkpoint `json:"checkpoint,omitempty"`
+	// ContinuedAsNew counts the times the run continued as new.
+	ContinuedAsNew int `json:"continued_as_new,omitempty"`
 }
 
 // StateView is what QueryState returns: the run so far.

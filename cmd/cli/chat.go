@@ -32,7 +32,7 @@ func (e *env) chatWorker(s *session, mf *modelFlags) (func(), error) {
 		return nil, usageError{err.Error()}
 	}
 	tb := demo.NewToolbox()
-	return startWorker(s.client, ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	return s.startWorker(ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{chatModel: m}})
 }
 

@@ -22,6 +22,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/devserver"
 	tworker "github.com/tulip-temporal/tulip/worker"
 )
@@ -165,10 +166,12 @@ func (e *env) logger() sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})))
 }
 
-// session is a client, with the embedded server it may have started.
+// session is a client, with the embedded server it may have started and
+// the blob store that keeps its large payloads (nil: none).
 type session struct {
 	client client.Client
 	server *devserver.Server
+	blobs  blobstore.Store
 }
 
 func (s *session) Close() {
@@ -195,6 +198,7 @@ func (e *env) connect(c *conn, embedded bool, dbFile string) (*session, error) {
 		ns = "default"
 	}
 	s := &session{}
+	local := false
 	if addr == "" {
 		if !embedded {
 			return nil, usageError{"no server: give --address (or TEMPORAL_ADDRESS); 'tulip dev' starts one"}
@@ -207,8 +211,37 @@ func (e *env) connect(c *conn, embedded bool, dbFile string) (*session, error) {
 		}
 		e.progress("embedded server at %s (started in %s)", srv.Address(), time.Since(start).Round(time.Millisecond))
 		s.server, addr = srv, srv.Address()
+		local = true
+	}
+	return e.dial(s, addr, ns, local, dbFile)
+}
+
+// dial connects s to addr. Large payloads go to a blob store: the one
+// TULIP_BLOB_DIR names; else, for a local server, a directory beside its
+// database file (dbFile + ".blobs"), or memory when it keeps none.
+func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*session, error) {
+	switch dir := e.getenv("TULIP_BLOB_DIR"); {
+	case dir != "":
+		d, err := blobstore.NewDir(dir)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.blobs = d
+	case local && dbFile != "":
+		d, err := blobstore.NewDir(dbFile + ".blobs")
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.blobs = d
+	case local:
+		s.blobs = &blobstore.Memory{}
 	}
 	opts := client.Options{HostPort: addr, Namespace: ns, Logger: e.logger()}
+	if s.blobs != nil {
+		opts.ExternalStorage = blobstore.ExternalStorage(s.blobs, 0)
+	}
 	if err := e.tlsOptions(&opts); err != nil {
 		s.Close()
 		return nil, err
@@ -273,12 +306,15 @@ func (e *env) tlsOptions(opts *client.Options) error {
 
 // startWorker runs a tulip worker on taskQueue until the returned stop is
 // called.
-func startWorker(c client.Client, taskQueue string, opts tworker.Options) (func(), error) {
+func (s *session) startWorker(taskQueue string, opts tworker.Options) (func(), error) {
+	if s.blobs != nil {
+		opts.PayloadLimit = -1 // large payloads go to the blob store
+	}
 	plugin, err := tworker.NewPlugin(opts)
 	if err != nil {
 		return nil, err
 	}
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	w := sdkworker.New(s.client, taskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("worker: %v", err)
 	}

@@ -40,13 +40,13 @@ func (e *env) dev(args []string) error {
 		return err
 	}
 	defer srv.Stop()
-	s, err := e.connect(&conn{address: srv.Address(), namespace: *ns}, false, "")
+	s, err := e.dial(&session{}, srv.Address(), *ns, true, *db)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	tb := demo.NewToolbox()
-	stop, err := startWorker(s.client, DevTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	stop, err := s.startWorker(DevTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model()}})
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ func (e *env) play(c *conn, sc *scenario.Scenario, asJSON bool, tb *demo.Toolbox
 	if tb == nil {
 		tb = demo.NewToolbox()
 	}
-	stop, err := startWorker(s.client, prefix, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: sc.Models(prefix)})
+	stop, err := s.startWorker(prefix, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: sc.Models(prefix)})
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ type crashOutbound struct {
 
 func (o *crashOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	if activityType == activities.ModelActivity && !workflow.IsReplaying(ctx) && len(args) == 1 {
-		if req, ok := args[0].(activities.ModelRequest); ok && req.Turn == 2 {
+		if req, ok := args[0].(activities.ModelInput); ok && req.Turn == 2 {
 			crash(AfterCompletion)
 		}
 	}

@@ -1,0 +1,238 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/openai"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+func threadID(t *testing.T) string { return taskQueue("thread-" + t.Name()) }
+
+// (a) A second run on a thread sends the model the first run's
+// conversation, then the new message: seen in the request bodies of a
+// loopback OpenAI-compatible server.
+func TestThreadConversationReachesTheModel(t *testing.T) {
+	f := newFakeOpenAI(t,
+		toolCalls([3]string{"call_a", "issue_refund", refund}),
+		answer("Refunded."),
+		toolCalls([3]string{"call_b", "issue_refund", refund}),
+		answer("It was already refunded."),
+	)
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test", SystemPrompt: "sys"})
+	require.NoError(t, err)
+	tb := demo.NewToolbox()
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
+	thread := threadID(t)
+	for _, msg := range []string{"Please refund ord-4821", "Did that go through? Refund it if not."} {
+		_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "gpt", ThreadID: thread, Message: msg})
+		require.NoError(t, err)
+		require.Equal(t, workflow.StatusCompleted, res.Status)
+	}
+	reqs := f.requests()
+	require.Len(t, reqs, 4)
+	var roles, contents []string
+	for _, m := range messagesOf(t, reqs[2]) {
+		roles = append(roles, m["role"].(string))
+		s, _ := m["content"].(string)
+		contents = append(contents, s)
+	}
+	assert.Equal(t, []string{"system", "user", "assistant", "tool", "assistant", "user"}, roles)
+	assert.Equal(t, "Please refund ord-4821", contents[1])
+	assert.Contains(t, contents[3], "refund_id")
+	assert.Equal(t, "Refunded.", contents[4])
+	assert.Equal(t, "Did that go through? Refund it if not.", contents[5])
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "the second run's refund was served from the thread's log")
+}
+
+// scriptWorker runs a worker whose model "script" plays run, and whose
+// model "block" blocks until the test ends.
+func scriptWorker(t *testing.T, c client.Client, tb *demo.Toolbox, models map[string]activities.Model, opts ...func(*tworker.Options)) string {
+	tq := taskQueue(t.Name())
+	o := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: models}
+	for _, f := range opts {
+		f(&o)
+	}
+	startWorker(t, c, tq, o)
+	return tq
+}
+
+// (b) A plain start of tulip.AgentRun by any client (here the Go SDK's raw
+// ExecuteWorkflow with only documented JSON fields, no previous_run_id)
+// continues the thread: the earlier refund is served.
+func TestPlainStartContinuesThread(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "second": second.Model()})
+	thread := threadID(t)
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+
+	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+		map[string]any{"thread_id": thread, "model": "second", "message": "refund again"})
+	require.NoError(t, err)
+	var out workflow.RunResult
+	require.NoError(t, run.Get(ctxT(t), &out))
+	require.Len(t, out.Trace, 1)
+	assert.Equal(t, workflow.OutcomeCached, out.Trace[0].Outcome)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+	require.NotNil(t, out.Checkpoint)
+	assert.Len(t, out.Checkpoint.Messages, 8, "both runs' messages: user, assistant (call), tool, assistant (answer), twice")
+}
+
+// blockingModel plays run, and blocks (until the test ends) when its
+// script runs out instead of answering.
+func blockingModel(t *testing.T, run scenario.Run) activities.Model {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	script := run.Model()
+	return activities.ModelFunc(func(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		if req.PhaseTurn <= len(run.Turns) {
+			return script.Respond(ctx, req)
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		return activities.ModelResponse{}, errors.New("stopped")
+	})
+}
+
+// (c) A run terminated mid-way, after its refund executed, left no result
+// and no checkpoint: the next run on the thread still serves that refund
+// (its records are read back from the terminated run's history).
+func TestTerminatedRunKeepsItsRecords(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund), call("c2", "mint_case_id", "{}"))}}
+	second := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()})
+	thread := threadID(t)
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := agent.State(ctxT(t), c, h)
+		return err == nil && len(st.Trace) == 2
+	}, time.Minute, 50*time.Millisecond, "the refund settles, then the model blocks")
+	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "operator stopped it"))
+	_, err = agent.Await(ctxT(t), c, h, "")
+	var failed *agent.RunFailedError
+	require.ErrorAs(t, err, &failed)
+	assert.Equal(t, "agent run was terminated", failed.Error())
+
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	require.Len(t, res.Trace, 1)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "the refund body ran once")
+	recs, err := agent.ThreadLog(ctxT(t), c, thread, "")
+	require.NoError(t, err)
+	require.Len(t, recs, 3, "the terminated run's refund and mint, and the served refund")
+	assert.Equal(t, h.RunID, recs[0].Run)
+}
+
+// (d) Unknown or misspelled fields are refused: at start (the run fails
+// with tulip.BadInput naming the field), by update (the validator refuses
+// it before it is accepted), by signal (dropped whole, the run goes on).
+func TestStrictInputs(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	run := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "isolate_host", `{"host": "web-1"}`))},
+		Resumes: []scenario.Resume{{Answer: "ok", PerformDangling: true}}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": run.Model()})
+
+	t.Run("start", func(t *testing.T) {
+		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: threadID(t), TaskQueue: tq}, workflow.WorkflowName,
+			map[string]any{"threadId": "t-1", "model": "m", "maxTurns": 3})
+		require.NoError(t, err)
+		err = r.Get(ctxT(t), nil)
+		var app *temporal.ApplicationError
+		require.ErrorAs(t, err, &app)
+		assert.Equal(t, activities.ErrBadInput, app.Type())
+		assert.Equal(t, `run input: unknown field "maxTurns" (did you mean "max_turns"?)`, app.Message())
+		assert.True(t, app.NonRetryable())
+	})
+
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Hooks: []string{"approve_isolate_host"}})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	intID := res.Interrupt.ID
+
+	t.Run("update", func(t *testing.T) {
+		for name, body := range map[string]map[string]any{
+			"resume camelCase": {"interruptId": intID, "answer": "ok", "performDangling": true},
+			"resume unknown":   {"interrupt_id": intID, "answer": "ok", "perform_dangling": true, "force": true},
+		} {
+			err := update(t, c, h.WorkflowID, workflow.UpdateResume, body)
+			var app *temporal.ApplicationError
+			require.ErrorAs(t, err, &app, name)
+			assert.Equal(t, activities.ErrBadInput, app.Type(), name)
+		}
+		err := update(t, c, h.WorkflowID, workflow.UpdateHooks, map[string]any{"installHooks": []string{"upper_order_id"}})
+		var app *temporal.ApplicationError
+		require.ErrorAs(t, err, &app)
+		assert.Equal(t, activities.ErrBadInput, app.Type())
+		assert.Contains(t, app.Message(), `unknown field "installHooks"`)
+	})
+
+	t.Run("signal", func(t *testing.T) {
+		require.NoError(t, c.SignalWorkflow(ctxT(t), h.WorkflowID, "", workflow.SignalResume,
+			map[string]any{"interruptId": intID, "answer": "ok", "performDangling": true}))
+		time.Sleep(300 * time.Millisecond)
+		st, err := agent.State(ctxT(t), c, h)
+		require.NoError(t, err)
+		assert.Equal(t, workflow.StatusInterrupted, st.Status, "the misspelled signal was dropped, not half-applied")
+		require.NoError(t, agent.ResumeBySignal(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: intID, Answer: "ok", PerformDangling: true}))
+		res, err := agent.Await(ctxT(t), c, h, intID)
+		require.NoError(t, err)
+		assert.Equal(t, workflow.StatusCompleted, res.Status)
+		assert.Equal(t, workflow.OutcomeDangling, res.Trace[len(res.Trace)-1].Outcome, "the held call ran")
+	})
+}
+
+// update sends an update and returns its outcome's error.
+func update(t *testing.T, c client.Client, workflowID, name string, arg any) error {
+	h, err := c.UpdateWorkflow(ctxT(t), client.UpdateWorkflowOptions{WorkflowID: workflowID, UpdateName: name,
+		Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return err
+	}
+	return h.Get(ctxT(t), nil)
+}
+
+// A failed run is one clean line; its type and result stay in the error.
+func TestRunFailedIsOneLine(t *testing.T) {
+	c := dial(t, server.Address())
+	forever := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
+	})
+	tq := scriptWorker(t, c, demo.NewToolbox(), map[string]activities.Model{"m": forever})
+	_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 2})
+	var failed *agent.RunFailedError
+	require.ErrorAs(t, err, &failed)
+	assert.Equal(t, "agent run failed (tulip.MaxTurnsExceeded): the run reached its limit of 2 model turns", failed.Error())
+	assert.Equal(t, activities.ErrMaxTurns, failed.Type())
+	require.NotNil(t, failed.Result)
+	assert.Len(t, failed.Result.Trace, 2)
+}
+
+var _ = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING

@@ -1,0 +1,140 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/interceptor"
+)
+
+// step is one call of the current response: settled already (rejected,
+// cancelled), or executing (or served) through the interceptor.
+type step struct {
+	line   TraceLine
+	msg    activities.Message
+	call   *interceptor.Call
+	future wf.Future
+}
+
+// enqueue settles st at once when calls run one after another, and keeps
+// it for finish when they run at once.
+func (r *run) enqueue(ctx wf.Context, steps []*step, st *step) []*step {
+	if r.parallel {
+		return append(steps, st)
+	}
+	r.finish(ctx, []*step{st})
+	return steps
+}
+
+// finish settles steps in call order and adds their trace lines and tool
+// messages in that order.
+func (r *run) finish(ctx wf.Context, steps []*step) {
+	for _, st := range steps {
+		if st.call != nil {
+			var out activities.ToolOutput
+			err := st.future.Get(ctx, &out)
+			st.call.Settle(&out, err)
+			if err != nil {
+				st.line.Error = errText(interceptor.ToolErrorOf(err).Message)
+			} else {
+				st.line.Result = out.Result
+			}
+			st.msg = toolMessage(st.line.CallID, st.line.Result, st.line.Error, st.call.ServedFrom != nil)
+		}
+		r.addTrace(st.line, st.msg)
+	}
+}
+
+func (r *run) addTrace(l TraceLine, msg activities.Message) {
+	r.trace = append(r.trace, l)
+	r.addMessage(msg)
+}
+
+func errText(s string) *string { return &s }
+
+// resolve applies rule 1 to a call: its tool must exist and its argument
+// text must parse under the limits. Otherwise it returns the rejection.
+func (r *run) resolve(call activities.ToolCall) (*activities.Tool, *dedup.Args, *step) {
+	tool, ok := r.tools[call.Name]
+	if !ok {
+		return nil, nil, r.reject(call, fmt.Sprintf("unknown tool %q", call.Name))
+	}
+	args, err := dedup.Parse(call.Arguments, r.in.Limits)
+	if err != nil {
+		return nil, nil, r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err))
+	}
+	return tool, args, nil
+}
+
+func (r *run) reject(call activities.ToolCall, why string) *step {
+	return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeRejected, Error: errText(why)},
+		msg: toolMessage(call.ID, nil, errText(why), false)}
+}
+
+// toolMessage is the tool result the model sees for a call.
+func toolMessage(callID string, result json.RawMessage, errMsg *string, served bool) activities.Message {
+	var content string
+	if errMsg != nil {
+		b, _ := json.Marshal(map[string]string{"error": *errMsg})
+		content = string(b)
+	} else {
+		content = string(result)
+	}
+	return activities.Message{Role: "tool", ToolCallID: callID, Content: content, Served: served}
+}
+
+// handleCall takes one call through reject, hooks, cancel, interrupt, and
+// match or execute; the execution is started, not awaited. It reports
+// held=true when a hook interrupts the run.
+func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (st *step, hook, reason string, args *dedup.Args, held bool) {
+	tool, args, rejected := r.resolve(call)
+	if rejected != nil {
+		return rejected, "", "", nil, false
+	}
+	hc := hooks.NewCall(call.ID, call.Name, args.Value())
+	hc.Agent, hc.Thread, hc.Turn = r.in.Agent, r.in.ThreadID, r.turn
+	for _, name := range r.hooks {
+		d := r.cfg.Hooks[name](hc)
+		if d.Cancel != "" {
+			r.log.Append(dedup.Record{Tool: call.Name, Response: response, Run: r.runID, Turn: r.turn, CallID: call.ID,
+				Origin: dedup.Cancelled, Error: &dedup.ToolError{Type: dedup.ErrorTypeCancelled, Message: d.Cancel}}, args)
+			return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: json.RawMessage(args.Text()),
+				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, msg: toolMessage(call.ID, nil, errText(d.Cancel), false)}, "", "", nil, false
+		}
+		if d.Interrupt != "" {
+			return nil, name, d.Interrupt, args, true
+		}
+	}
+	post := args
+	if hc.Changed() {
+		post = dedup.NewArgs(*hc.Args())
+	}
+	return r.launch(ctx, tool, call, post, response, !r.resumed, true), "", "", nil, false
+}
+
+// launch starts one call's execution (or, through the interceptor, serves
+// it) and returns its step, to be settled by finish.
+func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args *dedup.Args, response int, match, record bool) *step {
+	spec, opts := tool.Spec(), tool.Options()
+	key := r.key(spec, args)
+	c := &interceptor.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
+		Key: key, Match: match && spec.Idempotent, Record: record}
+	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy})
+	actx = interceptor.WithCall(actx, c)
+	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID}
+	f := wf.ExecuteActivity(actx, tool.ActivityName(), in)
+	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
+	if c.ServedFrom != nil {
+		seq := c.ServedFrom.Seq
+		line.Outcome, line.ServedFrom, line.Relation, line.Key = OutcomeCached, &seq, c.Relation, c.ServedFrom.Key
+	} else {
+		r.executions++
+	}
+	return &step{line: line, call: c, future: f}
+}
+

@@ -1,0 +1,93 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+)
+
+// loop asks the model for responses and handles their calls until a final
+// answer, the turn limit, or a continue-as-new.
+func (r *run) loop(ctx wf.Context) error {
+	mctx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+	// Runs recorded before calls ran at once replay sequentially.
+	r.parallel = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls
+	for {
+		if r.turn >= r.in.MaxTurns {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("the run reached its limit of %d model turns", r.in.MaxTurns), activities.ErrMaxTurns, nil)
+		}
+		if r.shouldContinueAsNew(ctx) {
+			return r.continueAsNew(ctx)
+		}
+		r.turn++
+		r.runTurns++
+		r.phaseTurn++
+		r.drainSignals(ctx)
+		var resp activities.ModelResponse
+		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, r.modelInput()).Get(ctx, &resp); err != nil {
+			return err
+		}
+		if err := r.changeHooks(HooksInput{Install: resp.InstallHooks, Remove: resp.RemoveHooks}); err != nil {
+			return err
+		}
+		response := r.log.BeginResponse()
+		r.addMessage(activities.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
+		if len(resp.ToolCalls) == 0 {
+			r.answer = resp.Text
+			return nil
+		}
+		var steps []*step
+		for i, call := range resp.ToolCalls {
+			r.drainSignals(ctx)
+			st, hook, reason, args, held := r.handleCall(ctx, call, response)
+			if held {
+				r.finish(ctx, steps) // what started before the interrupt settles first
+				steps = nil
+				if err := r.pause(ctx, hook, reason, args, resp.ToolCalls[i:]); err != nil {
+					return err
+				}
+				break
+			}
+			steps = r.enqueue(ctx, steps, st)
+		}
+		r.finish(ctx, steps)
+	}
+}
+
+// modelInput is the next model call's input: a cursor over what the last
+// call saw, and only the messages added since (legacy runs: everything).
+func (r *run) modelInput() activities.ModelInput {
+	in := activities.ModelInput{Model: r.in.Model, Agent: r.in.Agent, Thread: r.in.ThreadID, Turn: r.turn,
+		Phase: r.phase, PhaseTurn: r.phaseTurn}
+	if !r.v2 {
+		in.Messages = r.messages
+		for _, t := range r.cfg.Tools {
+			in.Tools = append(in.Tools, t.Spec())
+		}
+		return in
+	}
+	if r.sent.Count > 0 {
+		base := r.sent
+		in.Base = &base
+	}
+	in.New = r.messages[r.sent.Count:]
+	in.Digest = r.digest
+	r.sent = activities.Cursor{Count: len(r.messages), Digest: r.digest}
+	return in
+}
+
+// addMessage appends to the conversation and extends its digest.
+func (r *run) addMessage(m activities.Message) {
+	r.messages = append(r.messages, m)
+	if r.v2 {
+		r.digest = activities.ExtendDigest(r.digest, m)
+	}
+}

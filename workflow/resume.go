@@ -1,0 +1,224 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/temporal"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/dedup"
+)
+
+func (r *run) registerHandlers(ctx wf.Context) error {
+	if err := wf.SetQueryHandler(ctx, QueryState, func() (StateView, error) { return r.view(), nil }); err != nil {
+		return err
+	}
+	if err := wf.SetQueryHandler(ctx, QueryLog, func() ([]dedup.Record, error) { return r.log.Records(), nil }); err != nil {
+		return err
+	}
+	if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
+		return err
+	}
+	if err := wf.SetQueryHandler(ctx, QueryConversation, r.conversationPage); err != nil {
+		return err
+	}
+	// Updates and signals take their input as JSON and decode it strictly:
+	// a validator refuses an unknown field before the update is accepted.
+	if err := wf.SetUpdateHandlerWithOptions(ctx, UpdateResume,
+		func(ctx wf.Context, raw json.RawMessage) (ResumeResult, error) {
+			var in ResumeInput
+			if err := decodeStrict("resume input", raw, &in); err != nil {
+				return ResumeResult{}, err
+			}
+			return r.acceptResume(in), nil
+		},
+		wf.UpdateHandlerOptions{Validator: func(ctx wf.Context, raw json.RawMessage) error {
+			var in ResumeInput
+			if err := decodeStrict("resume input", raw, &in); err != nil {
+				return err
+			}
+			return r.checkResume(in)
+		}},
+	); err != nil {
+		return err
+	}
+	return wf.SetUpdateHandlerWithOptions(ctx, UpdateHooks,
+		func(ctx wf.Context, raw json.RawMessage) error {
+			var in HooksInput
+			if err := decodeStrict("hooks input", raw, &in); err != nil {
+				return err
+			}
+			return r.changeHooks(in)
+		},
+		wf.UpdateHandlerOptions{Validator: func(ctx wf.Context, raw json.RawMessage) error {
+			var in HooksInput
+			if err := decodeStrict("hooks input", raw, &in); err != nil {
+				return err
+			}
+			return r.checkHooks(in)
+		}},
+	)
+}
+
+func (r *run) checkHooks(in HooksInput) error {
+	for _, name := range slices.Concat(in.Install, in.Remove) {
+		if _, ok := r.cfg.Hooks[name]; !ok {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no hook named %q on this worker", name), activities.ErrUnknownHook, nil)
+		}
+	}
+	return nil
+}
+
+func (r *run) changeHooks(in HooksInput) error {
+	if err := r.checkHooks(in); err != nil {
+		return err
+	}
+	for _, name := range in.Remove {
+		r.hooks = slices.DeleteFunc(r.hooks, func(h string) bool { return h == name })
+	}
+	for _, name := range in.Install {
+		if !slices.Contains(r.hooks, name) {
+			r.hooks = append(r.hooks, name)
+		}
+	}
+	return nil
+}
+
+// drainSignals applies hook signals received so far, in order. A signal
+// whose body is not a valid HooksInput, or names a hook the worker does not
+// have, is logged and dropped whole.
+func (r *run) drainSignals(ctx wf.Context) {
+	ch := wf.GetSignalChannel(ctx, SignalHooks)
+	for {
+		var raw json.RawMessage
+		if !ch.ReceiveAsync(&raw) {
+			return
+		}
+		var in HooksInput
+		err := decodeStrict("hooks signal", raw, &in)
+		if err == nil {
+			err = r.changeHooks(in)
+		}
+		if err != nil {
+			wf.GetLogger(ctx).Warn("hook signal dropped", "error", err)
+		}
+	}
+}
+
+// receiveResume takes the resume signals received so far until one is
+// accepted. Invalid ones are logged and dropped.
+func (r *run) receiveResume(ctx wf.Context, sig wf.ReceiveChannel) {
+	for r.pending == nil {
+		var raw json.RawMessage
+		if !sig.ReceiveAsync(&raw) {
+			return
+		}
+		var in ResumeInput
+		err := decodeStrict("resume signal", raw, &in)
+		switch {
+		case err != nil:
+		case in.InterruptID == "":
+			err = badInput("a resume signal must name its interrupt")
+		default:
+			err = r.checkResume(in)
+		}
+		if err != nil {
+			wf.GetLogger(ctx).Warn("resume signal dropped", "error", err)
+			continue
+		}
+		r.acceptResume(in)
+	}
+}
+
+func (r *run) checkResume(in ResumeInput) error {
+	if in.InterruptID != "" && r.answered[in.InterruptID] {
+		return nil // a duplicate: accepted, takes no effect
+	}
+	if r.interrupt == nil || r.pending != nil {
+		return temporal.NewNonRetryableApplicationError("the run is not interrupted: there is nothing to resume", activities.ErrNotInterrupted, nil)
+	}
+	if in.InterruptID != "" && in.InterruptID != r.interrupt.ID {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("interrupt %q is not the current one (%q)", in.InterruptID, r.interrupt.ID), activities.ErrStaleInterrupt, nil)
+	}
+	return nil
+}
+
+func (r *run) acceptResume(in ResumeInput) ResumeResult {
+	if in.InterruptID != "" && r.answered[in.InterruptID] {
+		return ResumeResult{InterruptID: in.InterruptID, Duplicate: true}
+	}
+	in.InterruptID = r.interrupt.ID
+	r.answered[in.InterruptID] = true
+	r.pending = &in
+	return ResumeResult{InterruptID: in.InterruptID}
+}
+
+// pause holds calls (the interrupted one and the rest of its response),
+// waits for a resume, then runs or drops them.
+func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held []activities.ToolCall) error {
+	r.interrupts++
+	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: hook, Reason: reason, Held: held}
+	for i, call := range held {
+		var args json.RawMessage
+		if i == 0 {
+			args = json.RawMessage(first.Text())
+		} else if a, err := dedup.Parse(call.Arguments, r.in.Limits); err == nil {
+			args = json.RawMessage(a.Text())
+		}
+		r.trace = append(r.trace, TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld})
+	}
+	r.status = StatusInterrupted
+	// Publish the interrupt durably (runs recorded before this change
+	// replay without the memo).
+	memo := wf.GetVersion(ctx, "tulip-interrupt-memo", wf.DefaultVersion, 1) == 1
+	if memo {
+		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: r.interrupt.ID}); err != nil {
+			return err
+		}
+	}
+	sig := wf.GetSignalChannel(ctx, SignalResume)
+	for r.pending == nil {
+		r.receiveResume(ctx, sig)
+		if r.pending != nil {
+			break
+		}
+		if err := wf.Await(ctx, func() bool { return r.pending != nil || sig.Len() > 0 }); err != nil {
+			return err
+		}
+	}
+	resume := r.pending
+	r.pending, r.interrupt, r.status = nil, nil, StatusRunning
+	if memo {
+		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {
+			return err
+		}
+	}
+	var steps []*step
+	for _, call := range held {
+		if !resume.PerformDangling {
+			msg := "not performed: " + resume.Answer
+			steps = r.enqueue(ctx, steps, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeDropped, Error: errText(msg)},
+				msg: toolMessage(call.ID, nil, errText(msg), false)})
+			continue
+		}
+		tool, args, rejected := r.resolve(call)
+		if rejected != nil {
+			steps = r.enqueue(ctx, steps, rejected)
+			continue
+		}
+		// A dangling call runs without matching and is never recorded.
+		st := r.launch(ctx, tool, call, args, r.log.Response(), false, false)
+		st.line.Outcome = OutcomeDangling
+		steps = r.enqueue(ctx, steps, st)
+	}
+	r.finish(ctx, steps)
+	r.addMessage(activities.Message{Role: "user", Content: resume.Answer})
+	r.resumed = true
+	r.phase++
+	r.phaseTurn = 0
+	return nil
+}

@@ -1,0 +1,227 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/dedup"
+)
+
+// loadCheckpoint loads the thread's state before the first call: its
+// conversation and this agent's log. The run finds the thread's earlier
+// runs itself (activities.TemporalCheckpointer), so any client that starts
+// a run on a thread continues it.
+func (r *run) loadCheckpoint(ctx wf.Context) error {
+	if r.in.ThreadID == "" {
+		return nil
+	}
+	if !r.v2 && r.in.PreviousRunID == "" && !r.cfg.CustomCheckpointer {
+		return nil // as recorded before runs found their thread themselves
+	}
+	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	var cp activities.Checkpoint
+	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
+	if err := wf.ExecuteActivity(actx, activities.LoadCheckpointActivity, ref).Get(ctx, &cp); err != nil {
+		return err
+	}
+	if err := r.useCheckpoint(&cp); err != nil {
+		return err
+	}
+	r.baseLen = r.log.Len()
+	return nil
+}
+
+// useCheckpoint takes a thread state: this agent's log and, in runs that
+// carry it, the conversation.
+func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
+	r.loaded = cp
+	if snap, ok := cp.Agents[r.in.Agent]; ok && r.state != nil {
+		l, err := dedup.Restore(snap)
+		if err != nil {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), activities.ErrCheckpoint, nil)
+		}
+		r.state.SetLog(l)
+		r.log = l
+	}
+	if r.v2 {
+		r.messages = nil
+		r.digest = ""
+		for _, m := range cp.Messages {
+			r.addMessage(m)
+		}
+	}
+	return nil
+}
+
+// checkpoint is the thread's state as of now: the loaded agents' logs with
+// this agent's replaced, and the conversation. Pending records (calls still
+// executing) are left out, and calls with no result yet get one that says
+// so, so the conversation stays well formed for the model.
+func (r *run) checkpoint(settledOnly bool) (*activities.Checkpoint, error) {
+	cp := &activities.Checkpoint{Agents: map[string]json.RawMessage{}}
+	if r.loaded != nil {
+		maps.Copy(cp.Agents, r.loaded.Agents)
+	}
+	snapshot := r.log.Snapshot
+	if settledOnly {
+		snapshot = r.log.SnapshotSettled
+	}
+	snap, err := snapshot()
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrCheckpoint, nil)
+	}
+	cp.Agents[r.in.Agent] = snap
+	if r.v2 {
+		cp.Messages = closeConversation(r.messages)
+	}
+	return cp, nil
+}
+
+// closeConversation answers, with an error result, every call of the last
+// assistant message that has no tool message yet (a run that stopped in the
+// middle of a response).
+func closeConversation(msgs []activities.Message) []activities.Message {
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "assistant" {
+			last = i
+			break
+		}
+	}
+	if last < 0 || len(msgs[last].ToolCalls) == 0 {
+		return msgs
+	}
+	answered := map[string]bool{}
+	for _, m := range msgs[last+1:] {
+		if m.Role == "tool" {
+			answered[m.ToolCallID] = true
+		}
+	}
+	out := msgs
+	for _, c := range msgs[last].ToolCalls {
+		if !answered[c.ID] {
+			if len(out) == len(msgs) {
+				out = slices.Clone(msgs)
+			}
+			out = append(out, toolMessage(c.ID, nil, errText("not completed: the run stopped before this call settled"), false))
+		}
+	}
+	return out
+}
+
+func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
+	if r.in.ThreadID == "" {
+		return nil
+	}
+	cp, err := r.checkpoint(false)
+	if err != nil {
+		return err
+	}
+	res.Checkpoint = cp
+	if !r.cfg.CustomCheckpointer {
+		return nil
+	}
+	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
+	return wf.ExecuteActivity(actx, activities.SaveCheckpointActivity, ref, cp).Get(ctx, nil)
+}
+
+// threadState answers QueryThread.
+func (r *run) threadState() (*activities.Checkpoint, error) {
+	return r.checkpoint(true)
+}
+
+// conversationPage answers QueryConversation.
+func (r *run) conversationPage(rng activities.ConversationRange) (activities.ConversationPage, error) {
+	if rng.From < 0 || rng.To > len(r.messages) || rng.From > rng.To {
+		return activities.ConversationPage{}, fmt.Errorf("range [%d, %d) is outside the conversation's %d messages", rng.From, rng.To, len(r.messages))
+	}
+	page := activities.ConversationPage{Messages: []activities.Message{}}
+	size := 0
+	i := rng.From
+	for ; i < rng.To; i++ {
+		b, _ := json.Marshal(r.messages[i])
+		if size > 0 && size+len(b) > activities.ConversationPageBytes {
+			break
+		}
+		size += len(b)
+		page.Messages = append(page.Messages, r.messages[i])
+	}
+	page.Next = i
+	return page, nil
+}
+
+// shouldContinueAsNew: between responses, when Temporal suggests it or the
+// run passed its own bounds (turns, history bytes).
+func (r *run) shouldContinueAsNew(ctx wf.Context) bool {
+	if !r.v2 || r.runTurns == 0 {
+		return false
+	}
+	info := wf.GetInfo(ctx)
+	turns, bytes := r.in.ContinueAfterTurns, r.in.ContinueAfterBytes
+	if turns <= 0 {
+		turns = DefaultContinueAfterTurns
+	}
+	if bytes <= 0 {
+		bytes = DefaultContinueAfterBytes
+	}
+	return info.GetContinueAsNewSuggested() || r.runTurns >= turns || info.GetCurrentHistorySize() >= bytes
+}
+
+// continueAsNew hands the run's state to a new workflow run.
+func (r *run) continueAsNew(ctx wf.Context) error {
+	r.drainSignals(ctx)
+	if err := wf.Await(ctx, func() bool { return wf.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	cp, err := r.checkpoint(false)
+	if err != nil {
+		return err
+	}
+	answered := slices.Sorted(maps.Keys(r.answered))
+	next := r.in
+	next.Hooks = nil
+	next.Message = ""
+	next.Continued = &Carry{Checkpoint: *cp, Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn,
+		Resumed: r.resumed, Interrupts: r.interrupts, Answered: answered, Executions: r.executions, BaseLen: r.baseLen,
+		Sent: r.sent, Trace: r.trace, Continued: r.continued + 1}
+	next.Continued.Checkpoint.Messages = r.messages // between responses: nothing is open
+	if err := r.checkSize("the continue-as-new state", next); err != nil {
+		return err
+	}
+	return wf.NewContinueAsNewError(ctx, WorkflowName, next)
+}
+
+// restore takes the state a continued run was handed.
+func (r *run) restore(c *Carry) error {
+	if err := r.useCheckpoint(&c.Checkpoint); err != nil {
+		return err
+	}
+	r.hooks = nil
+	if err := r.changeHooks(HooksInput{Install: c.Hooks}); err != nil {
+		return err
+	}
+	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
+	r.interrupts, r.executions, r.baseLen, r.sent = c.Interrupts, c.Executions, c.BaseLen, c.Sent
+	r.trace, r.continued = c.Trace, c.Continued
+	for _, id := range c.Answered {
+		r.answered[id] = true
+	}
+	if r.sent.Count > len(r.messages) {
+		return temporal.NewNonRetryableApplicationError("continued state: the model cursor is past the conversation", activities.ErrBadInput, nil)
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/interceptor"
+)
+
+// Config is what the worker gives the workflow: its tools and hooks.
+type Config struct {
+	// Tools the model may call, in the order shown to it.
+	Tools []*activities.Tool
+	// Hooks by name.
+	Hooks map[string]hooks.Hook
+	// CustomCheckpointer: the worker's Checkpointer is not the Temporal
+	// default, so checkpoints are saved by an activity.
+	CustomCheckpointer bool
+	// PayloadLimit is the largest payload the run writes (its result, its
+	// continue-as-new input); past it the run fails with
+	// ErrPayloadTooLarge instead of a workflow task that fails forever.
+	// Zero value: DefaultPayloadLimit. Negative: no limit (the client
+	// stores large payloads externally).
+	PayloadLimit int
+}
+
+// DefaultPayloadLimit is a little under Temporal's default 2 MiB blob limit.
+const DefaultPayloadLimit = 2<<20 - 64<<10
+
+// New returns the agent-run workflow function for cfg. Register it under
+// WorkflowName. Its input is RunInput as JSON, decoded strictly: an unknown
+// field fails the run with activities.ErrBadInput.
+func New(cfg Config) (func(ctx wf.Context, in json.RawMessage) (RunResult, error), error) {
+	tools := make(map[string]*activities.Tool, len(cfg.Tools))
+	for _, t := range cfg.Tools {
+		if t == nil {
+			return nil, errors.New("tulip: nil tool")
+		}
+		if _, dup := tools[t.Spec().Name]; dup {
+			return nil, fmt.Errorf("tulip: tool %q declared twice", t.Spec().Name)
+		}
+		tools[t.Spec().Name] = t
+	}
+	return func(ctx wf.Context, raw json.RawMessage) (RunResult, error) {
+		var in RunInput
+		if err := decodeStrict("run input", raw, &in); err != nil {
+			return RunResult{}, err
+		}
+		r := &run{cfg: &cfg, tools: tools, in: in, answered: map[string]bool{}}
+		return r.main(ctx)
+	}, nil
+}
+
+// run is one workflow run of an agent run: the state the loop works on.
+type run struct {
+	cfg   *Config
+	tools map[string]*activities.Tool
+	in    RunInput
+
+	state    *interceptor.State // nil without the dedup interceptor
+	log      *dedup.Log         // the state's log, or a private one
+	loaded   *activities.Checkpoint
+	hooks    []string
+	messages []activities.Message
+	sent     activities.Cursor // the conversation the last model call saw
+	digest   string            // the digest of messages
+
+	v2         bool // thread state, conversation, continue-as-new
+	parallel   bool // the calls of a response run at once
+	status     string
+	turn       int
+	runTurns   int // turns in this workflow run
+	phase      int
+	phaseTurn  int
+	resumed    bool
+	trace      []TraceLine
+	answer     string
+	failure    string
+	interrupt  *Interrupt
+	answered   map[string]bool
+	pending    *ResumeInput
+	interrupts int
+	executions int // executions started (for non-idempotent keys)
+	baseLen    int // log length after the thread's state loaded
+	continued  int // continue-as-new steps so far
+
+	namespace, scope, runID string
+}
+
+func badInput(msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, activities.ErrBadInput, nil)
+}
+
+func (r *run) main(ctx wf.Context) (RunResult, error) {
+	info := wf.GetInfo(ctx)
+	r.namespace, r.runID = info.Namespace, info.WorkflowExecution.RunID
+	r.scope = "run:" + info.WorkflowExecution.ID
+	if r.in.ThreadID != "" {
+		r.scope = "thread:" + r.in.ThreadID
+	}
+	if r.in.Agent == "" {
+		r.in.Agent = DefaultAgent
+	}
+	if r.in.MaxTurns <= 0 {
+		r.in.MaxTurns = DefaultMaxTurns
+	}
+	if r.in.Model == "" {
+		return RunResult{}, badInput("run input names no model")
+	}
+	if err := r.changeHooks(HooksInput{Install: r.in.Hooks}); err != nil {
+		return RunResult{}, err
+	}
+	r.status = StatusRunning
+	r.state = interceptor.StateFrom(ctx)
+	if r.state != nil {
+		r.log = r.state.Log()
+	} else {
+		r.log = dedup.NewLog()
+	}
+	if err := r.registerHandlers(ctx); err != nil {
+		return RunResult{}, err
+	}
+	// Runs recorded before threads carried their conversation (and before
+	// a run found its thread's runs itself) replay as they ran.
+	r.v2 = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
+	if err := r.start(ctx); err != nil {
+		return r.fail(ctx, err)
+	}
+	if err := r.loop(ctx); err != nil {
+		if wf.IsContinueAsNewError(err) {
+			return RunResult{}, err
+		}
+		return r.fail(ctx, err)
+	}
+	r.status = StatusCompleted
+	res := r.view()
+	if err := r.saveCheckpoint(ctx, &res); err != nil {
+		return RunResult{}, err
+	}
+	if err := r.checkSize("the run's result", res); err != nil {
+		return r.fail(ctx, err)
+	}
+	return res, nil
+}
+
+// start sets the run up: from its predecessor's carry (continue-as-new),
+// or from the thread's state, then the user's message.
+func (r *run) start(ctx wf.Context) error {
+	if c := r.in.Continued; c != nil {
+		return r.restore(c)
+	}
+	if err := r.loadCheckpoint(ctx); err != nil {
+		return err
+	}
+	if r.in.Message != "" {
+		r.addMessage(activities.Message{Role: "user", Content: r.in.Message})
+	}
+	return nil
+}
+
+func (r *run) view() RunResult {
+	return RunResult{
+		Status: r.status, Agent: r.in.Agent, ThreadID: r.in.ThreadID, Answer: r.answer,
+		Turns: r.turn, Trace: r.trace, Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued,
+	}
+}
+
+// fail ends the run with a non-retryable failure whose details hold the run
+// result, checkpoint included, so the thread keeps what this run recorded.
+// Details too large to write are left out: the next run on the thread then
+// reads this run's records from its history.
+func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
+	r.status = StatusFailed
+	// The failure keeps the type and message of the application error
+	// that caused it (a model's openai.Rejected, say), without wrapping
+	// it again: one line, one type.
+	errType, msg := activities.ErrRunFailed, cause.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(cause, &appErr) && appErr.Type() != "" {
+		errType, msg = appErr.Type(), appErr.Message()
+	}
+	r.failure = msg
+	res := r.view()
+	if err := r.saveCheckpoint(ctx, &res); err != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+	}
+	if r.checkSize("the failure's details", res) != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+	}
+	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+}
+
+// checkSize fails when v's JSON is over the payload limit.
+func (r *run) checkSize(what string, v any) error {
+	limit := r.cfg.PayloadLimit
+	if limit == 0 {
+		limit = DefaultPayloadLimit
+	}
+	if limit < 0 || !r.v2 {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s does not encode: %v", what, err), activities.ErrPayloadTooLarge, nil)
+	}
+	if len(b) > limit {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s is %s, over the %s payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
+				what, byteSize(len(b)), byteSize(limit)), activities.ErrPayloadTooLarge, nil)
+	}
+	return nil
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
