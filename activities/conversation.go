@@ -158,6 +158,15 @@ func (m *Models) conversation(ctx context.Context, in ModelInput) ([]Message, er
 	return n.flatten(), nil
 }
 
+// remember caches in's conversation followed by the model's answer.
+func (m *Models) remember(in ModelInput, answer Message) {
+	parent := m.Cache.get(in.Digest)
+	if parent == nil {
+		return
+	}
+	m.Cache.put(&convNode{parent: parent, msgs: []Message{answer}, count: parent.count + 1, digest: ExtendDigest(in.Digest, answer)})
+}
+
 // fetchConversation reads the first count messages of the calling run's
 // conversation from the run itself, a page at a time. Queries add nothing
 // to history.

@@ -176,5 +176,17 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	if m.Policy != nil {
 		req.Messages = m.Policy(req.Messages)
 	}
-	return model.Respond(ctx, req)
+	resp, err := model.Respond(ctx, req)
+	if err == nil && in.Digest != "" {
+		// The workflow adds this response to the conversation as it is;
+		// the next call's cursor starts after it, so it enters history
+		// once (as this activity's result), not again as the next input.
+		m.remember(in, AssistantMessage(resp))
+	}
+	return resp, err
+}
+
+// AssistantMessage is the conversation's message for a model response.
+func AssistantMessage(resp ModelResponse) Message {
+	return Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls}
 }

@@ -155,3 +155,14 @@ func (d *Dir) Get(_ context.Context, key string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Sizes returns the size of each blob.
+func (m *Memory) Sizes() []int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []int
+	for _, b := range m.blobs {
+		out = append(out, len(b))
+	}
+	return out
+}

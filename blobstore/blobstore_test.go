@@ -73,7 +73,7 @@ func TestDriver(t *testing.T) {
 	assert.Equal(t, p.GetData(), got[0].GetData())
 	assert.Equal(t, p.GetMetadata(), got[0].GetMetadata())
 
-	require.NoError(t, os.WriteFile(filepath.Join(dir, claims[0].ClaimData["key"]), []byte(`{"data":"AA=="}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, claims[0].ClaimData["key"]), []byte("\x00\x00\x00\x02{}x"), 0o644))
 	_, err = d.Retrieve(rctx, claims[:1])
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, blobstore.ErrNotFound))

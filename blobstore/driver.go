@@ -1,7 +1,9 @@
 package blobstore
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -31,18 +33,40 @@ func (d *Driver) Name() string { return d.name }
 // Type implements converter.StorageDriver.
 func (d *Driver) Type() string { return DriverType }
 
-// wirePayload is a payload's stored form: deterministic JSON (map keys
-// sorted, bytes as base64), so equal payloads have equal keys.
-type wirePayload struct {
-	Metadata map[string][]byte `json:"metadata,omitempty"`
-	Data     []byte            `json:"data"`
+// encode is a payload's stored form: the length of its metadata (4 bytes,
+// big-endian), the metadata as JSON (keys sorted, values base64), then the
+// data as is. Deterministic, so equal payloads have equal keys.
+func encode(p *commonpb.Payload) ([]byte, error) {
+	meta, err := json.Marshal(p.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 4, 4+len(meta)+len(p.GetData()))
+	binary.BigEndian.PutUint32(out, uint32(len(meta)))
+	out = append(append(out, meta...), p.GetData()...)
+	return out, nil
+}
+
+func decode(b []byte) (*commonpb.Payload, error) {
+	if len(b) < 4 {
+		return nil, errors.New("too short")
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	if n > len(b)-4 {
+		return nil, errors.New("metadata length past the end")
+	}
+	var meta map[string][]byte
+	if err := json.Unmarshal(b[4:4+n], &meta); err != nil {
+		return nil, err
+	}
+	return &commonpb.Payload{Metadata: meta, Data: b[4+n:]}, nil
 }
 
 // Store implements converter.StorageDriver.
 func (d *Driver) Store(ctx converter.StorageDriverStoreContext, payloads []*commonpb.Payload) ([]converter.StorageDriverClaim, error) {
 	claims := make([]converter.StorageDriverClaim, len(payloads))
 	for i, p := range payloads {
-		b, err := json.Marshal(wirePayload{Metadata: p.GetMetadata(), Data: p.GetData()})
+		b, err := encode(p)
 		if err != nil {
 			return nil, fmt.Errorf("blobstore: encode payload: %w", err)
 		}
@@ -74,11 +98,11 @@ func (d *Driver) Retrieve(ctx converter.StorageDriverRetrieveContext, claims []c
 		if Key(b) != key {
 			return nil, fmt.Errorf("blobstore: blob %s is damaged (its content hashes differently)", key)
 		}
-		var w wirePayload
-		if err := json.Unmarshal(b, &w); err != nil {
+		p, err := decode(b)
+		if err != nil {
 			return nil, fmt.Errorf("blobstore: blob %s: %w", key, err)
 		}
-		out[i] = &commonpb.Payload{Metadata: w.Metadata, Data: w.Data}
+		out[i] = p
 	}
 	return out, nil
 }

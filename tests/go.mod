@@ -9,6 +9,7 @@ require (
 	github.com/tulip-temporal/tulip/devserver v0.0.0
 	go.temporal.io/api v1.63.5
 	go.temporal.io/sdk v1.50.0
+	google.golang.org/protobuf v1.36.11
 )
 
 require (
@@ -192,7 +193,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/grpc v1.83.2 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/validator.v2 v2.0.1 // indirect

@@ -137,4 +137,3 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	}
 	return &step{line: line, call: c, future: f}
 }
-

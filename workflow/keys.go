@@ -65,4 +65,3 @@ func keyPart(v *dedup.Value) string {
 		return dedup.NewArgs(*v).SortedKeyJSON()
 	}
 }
-

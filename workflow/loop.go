@@ -39,7 +39,12 @@ func (r *run) loop(ctx wf.Context) error {
 			return err
 		}
 		response := r.log.BeginResponse()
-		r.addMessage(activities.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
+		r.addMessage(activities.AssistantMessage(resp))
+		if r.v2 {
+			// The model activity knows its own answer: the next call's
+			// cursor starts after it.
+			r.sent = activities.Cursor{Count: len(r.messages), Digest: r.digest}
+		}
 		if len(resp.ToolCalls) == 0 {
 			r.answer = resp.Text
 			return nil

@@ -99,26 +99,47 @@ type RunInput struct {
 	Continued *Carry `json:"continued,omitempty"`
 }
 
-// Carry is the durable state of a run that continues as new: the thread
-// state (conversation and every agent's log) and the run's own counters,
-// so that dedup, keys, interrupts and the trace go on as in one run.
+// Carry is the durable state of a run that continues as new: the run's
+// counters and hooks here, and the thread state (conversation, every
+// agent's log, the trace) in segments: the continue-as-new input's further
+// payloads, one per run of the chain, each written once. A segment never
+// changes once written, so with external storage (content-addressed) the
+// chain stores each byte once, whatever its length. Within a segment, this
+// agent's records and the trace lines of recorded calls leave out the
+// arguments and results the conversation already holds (ArgsRef,
+// ResultRef).
 type Carry struct {
-	Checkpoint activities.Checkpoint `json:"checkpoint"`
-	Hooks      []string              `json:"hooks"`
-	Turn       int                   `json:"turn"`
-	Phase      int                   `json:"phase"`
-	PhaseTurn  int                   `json:"phase_turn"`
-	Resumed    bool                  `json:"resumed,omitempty"`
-	Interrupts int                   `json:"interrupts,omitempty"`
-	Answered   []string              `json:"answered,omitempty"`
+	Hooks      []string `json:"hooks"`
+	Turn       int      `json:"turn"`
+	Phase      int      `json:"phase"`
+	PhaseTurn  int      `json:"phase_turn"`
+	Resumed    bool     `json:"resumed,omitempty"`
+	Interrupts int      `json:"interrupts,omitempty"`
+	Answered   []string `json:"answered,omitempty"`
 	// Executions and BaseLen count executions for non-idempotent keys.
 	Executions int `json:"executions"`
 	BaseLen    int `json:"base_len"`
+	// Responses is this agent's log's response counter.
+	Responses int `json:"responses"`
 	// Sent is the conversation the last model call saw.
-	Sent  activities.Cursor `json:"sent"`
-	Trace []TraceLine       `json:"trace"`
+	Sent activities.Cursor `json:"sent"`
+	// Segments is the number of segment payloads that follow the input.
+	Segments int `json:"segments"`
 	// Continued counts the continue-as-new steps so far.
 	Continued int `json:"continued"`
+}
+
+// MaxSegments bounds the segment payloads of a continue-as-new input; a
+// longer chain merges its two oldest segments.
+const MaxSegments = 8
+
+// Segment is one part of a carried thread state (see Carry).
+type Segment struct {
+	// Agents holds the other agents' logs (first segment only).
+	Agents   map[string]json.RawMessage `json:"agents,omitempty"`
+	Messages []activities.Message       `json:"messages"`
+	Records  []CarriedRecord            `json:"records"`
+	Trace    []CarriedLine              `json:"trace"`
 }
 
 // Outcome is how a tool call was settled (the trace's outcome).
@@ -134,6 +155,23 @@ const (
 	OutcomeDropped   Outcome = "dropped"
 	OutcomeRejected  Outcome = "rejected"
 )
+
+// CarriedRecord is a record whose arguments (ArgsRef) or result
+// (ResultRef) may be left out: they are those of its call in the
+// conversation.
+type CarriedRecord struct {
+	dedup.Record
+	ArgsRef   bool `json:"args_ref,omitempty"`
+	ResultRef bool `json:"result_ref,omitempty"`
+}
+
+// CarriedLine is a trace line whose arguments (ArgsRef) or result
+// (ResultRef) may be left out, likewise.
+type CarriedLine struct {
+	TraceLine
+	ArgsRef   bool `json:"args_ref,omitempty"`
+	ResultRef bool `json:"result_ref,omitempty"`
+}
 
 // TraceLine is one settled tool call.
 type TraceLine struct {

@@ -34,10 +34,16 @@ type Config struct {
 // DefaultPayloadLimit is a little under Temporal's default 2 MiB blob limit.
 const DefaultPayloadLimit = 2<<20 - 64<<10
 
+// Func is the agent-run workflow function. Its first argument is RunInput
+// as JSON, decoded strictly: an unknown field fails the run with
+// activities.ErrBadInput. The others are the segments of a
+// continue-as-new (see Carry): clients pass only the first.
+type Func = func(ctx wf.Context, in json.RawMessage,
+	s1, s2, s3, s4, s5, s6, s7, s8 json.RawMessage) (RunResult, error)
+
 // New returns the agent-run workflow function for cfg. Register it under
-// WorkflowName. Its input is RunInput as JSON, decoded strictly: an unknown
-// field fails the run with activities.ErrBadInput.
-func New(cfg Config) (func(ctx wf.Context, in json.RawMessage) (RunResult, error), error) {
+// WorkflowName.
+func New(cfg Config) (Func, error) {
 	tools := make(map[string]*activities.Tool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		if t == nil {
@@ -48,12 +54,15 @@ func New(cfg Config) (func(ctx wf.Context, in json.RawMessage) (RunResult, error
 		}
 		tools[t.Spec().Name] = t
 	}
-	return func(ctx wf.Context, raw json.RawMessage) (RunResult, error) {
+	return func(ctx wf.Context, raw json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 json.RawMessage) (RunResult, error) {
 		var in RunInput
 		if err := decodeStrict("run input", raw, &in); err != nil {
 			return RunResult{}, err
 		}
 		r := &run{cfg: &cfg, tools: tools, in: in, answered: map[string]bool{}}
+		if in.Continued != nil {
+			r.segs = []json.RawMessage{s1, s2, s3, s4, s5, s6, s7, s8}[:min(in.Continued.Segments, MaxSegments)]
+		}
 		return r.main(ctx)
 	}, nil
 }
@@ -70,6 +79,8 @@ type run struct {
 	hooks    []string
 	messages []activities.Message
 	sent     activities.Cursor // the conversation the last model call saw
+	segs     []json.RawMessage // the carried segments, passed on as they came
+	bounds   []segBound        // where each carried segment ends
 	digest   string            // the digest of messages
 
 	v2         bool // thread state, conversation, continue-as-new
@@ -154,7 +165,7 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 // or from the thread's state, then the user's message.
 func (r *run) start(ctx wf.Context) error {
 	if c := r.in.Continued; c != nil {
-		return r.restore(c)
+		return r.restore(c, r.segs)
 	}
 	if err := r.loadCheckpoint(ctx); err != nil {
 		return err

@@ -1,0 +1,197 @@
+// Package scale runs agent runs at real size on the embedded server, with
+// the worker's sticky cache on (as in production): a 1,000-turn run with
+// 8 KB arguments through continue-as-new, megabyte payloads through the
+// blob store, and what each writes to history.
+package scale
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/devserver"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+var server *devserver.Server
+
+func TestMain(m *testing.M) {
+	srv, err := devserver.Start(devserver.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "embedded server:", err)
+		os.Exit(1)
+	}
+	server = srv
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+func quiet() sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// setup dials the server with external storage over blobs (nil: none) and
+// runs a worker with models.
+func setup(t *testing.T, blobs blobstore.Store, models map[string]activities.Model) (client.Client, string, *demo.Toolbox) {
+	t.Helper()
+	opts := client.Options{HostPort: server.Address(), Logger: quiet()}
+	wopts := tworker.Options{Hooks: demo.Hooks(), Models: models}
+	if blobs != nil {
+		opts.ExternalStorage = blobstore.ExternalStorage(blobs, 64<<10)
+		wopts.PayloadLimit = -1
+	}
+	c, err := client.Dial(opts)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	tb := demo.NewToolbox()
+	wopts.Tools = tb.Tools()
+	plugin, err := tworker.NewPlugin(wopts)
+	require.NoError(t, err)
+	tq := fmt.Sprintf("scale-%s-%d", t.Name(), time.Now().UnixNano())
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return c, tq, tb
+}
+
+// padded is a model that makes one audit_append call per turn, with
+// arguments of about size bytes, for turns turns, then answers.
+func padded(turns, size int) activities.Model {
+	pad := strings.Repeat("x", size)
+	return activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		if req.Turn > turns {
+			return activities.ModelResponse{Text: "done"}, nil
+		}
+		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: "audit_append",
+			Arguments: fmt.Sprintf(`{"turn": %d, "pad": "%s"}`, req.Turn, pad)}}}, nil
+	})
+}
+
+// chain returns the histories of every run of workflowID's newest
+// continue-as-new chain, oldest first.
+func chain(t *testing.T, c client.Client, workflowID string) []*historypb.History {
+	t.Helper()
+	ctx := context.Background()
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	require.NoError(t, err)
+	var out []*historypb.History
+	for runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); runID != ""; {
+		h := &historypb.History{}
+		it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			h.Events = append(h.Events, ev)
+		}
+		out = append([]*historypb.History{h}, out...)
+		runID = h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+	}
+	return out
+}
+
+// turnBytes attributes each event's size to the model turn it belongs to
+// (turn k starts when the k-th model call is scheduled).
+func turnBytes(hs []*historypb.History) (perTurn []int, total int) {
+	perTurn = []int{0}
+	for _, h := range hs {
+		for _, ev := range h.Events {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activities.ModelActivity {
+				perTurn = append(perTurn, 0)
+			}
+			n := proto.Size(ev)
+			perTurn[len(perTurn)-1] += n
+			total += n
+		}
+	}
+	return perTurn, total
+}
+
+func sum(xs []int) int {
+	s := 0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// A 1,000-turn run with 8 KB arguments completes with every record; its
+// history grows with what is new (the cost of a late turn is that of an
+// early one), and all it stores is a small multiple of its content.
+func TestLongRun(t *testing.T) {
+	const turns, size = 1000, 8 << 10
+	blobs := &blobstore.Memory{}
+	c, tq, tb := setup(t, blobs, map[string]activities.Model{"m": padded(turns, size)})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	h, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "append", MaxTurns: turns + 1})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	elapsed := time.Since(start)
+	_, blobBytes := blobs.Stats() // before reading the log: a query's answer is stored too
+	assert.Equal(t, turns, tb.Invocations()["audit_append"])
+	require.Len(t, res.Trace, turns)
+	recs, err := agent.Log(ctx, c, h)
+	require.NoError(t, err)
+	require.Len(t, recs, turns, "every record")
+	for i, r := range recs {
+		require.Equal(t, fmt.Sprintf("c%d", i+1), r.CallID)
+	}
+	assert.GreaterOrEqual(t, res.ContinuedAsNew, 3, "continued as new")
+
+	hs := chain(t, c, h.WorkflowID)
+	perTurn, hist := turnBytes(hs)
+	require.Len(t, perTurn, turns+2, "turns 1..1000 and the final answer's")
+	early, late := sum(perTurn[1:101]), sum(perTurn[901:1001])
+	content := len("append")
+	for _, l := range res.Trace {
+		content += size + len(l.Result) // the model's arguments, the tool's result
+	}
+	t.Logf("blob sizes: %v", blobs.Sizes())
+	ratio := float64(late) / float64(early)
+	stored := float64(int64(hist)+blobBytes) / float64(content)
+	t.Logf("1,000 turns x 8 KB: %s, %d runs; history %.1f MB (turns 1-100: %d B, 901-1000: %d B, ratio %.2f); blobs %.1f MB; content %.1f MB; stored/content %.2f",
+		elapsed.Round(time.Second), len(hs), float64(hist)/1e6, early, late, ratio, float64(blobBytes)/1e6, float64(content)/1e6, stored)
+	assert.LessOrEqual(t, ratio, 2.0, "history per turn does not grow with the conversation")
+	assert.LessOrEqual(t, stored, 5.0, "history + blobs at most 5x the content")
+}
+
+// 15 calls with 100 KB arguments complete: the large result and state go
+// to the blob store, history keeps claims.
+func TestLargeArguments(t *testing.T) {
+	blobs := &blobstore.Memory{}
+	c, tq, tb := setup(t, blobs, map[string]activities.Model{"m": padded(15, 100<<10)})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	thread := fmt.Sprintf("big-%d", time.Now().UnixNano())
+	_, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "append"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	assert.Equal(t, 15, tb.Invocations()["audit_append"])
+	n, bytes := blobs.Stats()
+	assert.Greater(t, n, 0)
+	t.Logf("15 x 100 KB: %d blobs, %.1f MB", n, float64(bytes)/1e6)
+	recs, err := agent.ThreadLog(ctx, c, thread, "")
+	require.NoError(t, err)
+	assert.Len(t, recs, 15)
+}
