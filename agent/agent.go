@@ -47,6 +47,13 @@ type RunOptions struct {
 	// SequentialCalls runs the calls of one model response one after
 	// another. Zero value: they run at once.
 	SequentialCalls bool
+	// ContinueAfterTurns continues the run as new after this many model
+	// turns in one workflow run (it also does when Temporal suggests it).
+	// Zero value: 250.
+	ContinueAfterTurns int
+	// ContinueAfterBytes continues the run as new once its history is this
+	// large. Zero value: 8 MiB.
+	ContinueAfterBytes int
 	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
 	WorkflowExecutionTimeout time.Duration
 	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
@@ -128,7 +135,8 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 		return Handle{}, errors.New("agent: RunOptions.Model is required")
 	}
 	in := workflow.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
-		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls}
+		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
+		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes}
 	id := opts.WorkflowID
 	if opts.ThreadID != "" {
 		id = opts.ThreadID

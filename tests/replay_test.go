@@ -2,10 +2,12 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,14 +38,22 @@ func pluginReplayer(t testing.TB) sdkworker.WorkflowReplayer {
 
 // TestReplayHistories replays every recorded history with the plugin
 // installed (and the sticky cache off, see TestMain): workflow and
-// interceptor changes must keep them replaying.
+// interceptor changes must keep them replaying. testdata/histories holds
+// what the current code records (TestRecordHistories); v1/ holds histories
+// recorded before threads carried their conversation, which must replay
+// forever (behind workflow.GetVersion) and are never re-recorded.
 func TestReplayHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	current, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 5, "recorded histories are checked in")
+	require.GreaterOrEqual(t, len(current), 8, "recorded histories are checked in")
+	v1, err := filepath.Glob(filepath.Join(historiesDir, "v1", "*.json"))
+	require.NoError(t, err)
+	require.Len(t, v1, 9, "the frozen v1 histories are checked in")
+	files := append(current, v1...)
 	r := pluginReplayer(t)
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+		name, _ := filepath.Rel(historiesDir, f)
+		t.Run(name, func(t *testing.T) {
 			assert.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(quietLogger(), f))
 		})
 	}
@@ -122,6 +132,8 @@ func TestRecordHistories(t *testing.T) {
 		}
 	}
 	play("refund-story", demo.RefundStory())
+	recordChain(t, c)
+	recordAfterTerminated(t, c)
 	play("interrupt-resume-dangling", parse(`{"runs": [{"hooks": ["approve_isolate_host"], "turns": [
 		{"tool_calls": [{"id": "c1", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"}]},
 		{"tool_calls": [{"id": "c2", "name": "isolate_host", "arguments": "{\"host\": \"web-1\"}"},
@@ -164,6 +176,64 @@ func TestRecordHistories(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeExecuted, res.Trace[1].Outcome, "without the interceptor the duplicate executes")
 	writeHistory(t, c, h, filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json"))
+}
+
+// recordChain records every run of a run that continues as new (every 2
+// turns) across an interrupt and its resume.
+func recordChain(t *testing.T, c client.Client) {
+	tb := demo.NewToolbox()
+	tq := taskQueue("record")
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
+	thread := tq + "-chain"
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go",
+		Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: 2})
+	require.NoError(t, err)
+	res, err := agent.Await(ctxT(t), c, h, "")
+	require.NoError(t, err)
+	_, err = agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	require.NoError(t, err)
+	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, res.ContinuedAsNew, 3)
+	for i, id := range chainRunIDs(t, c, thread) {
+		writeHistory(t, c, agent.Handle{WorkflowID: thread, RunID: id}, filepath.Join(historiesDir, fmt.Sprintf("continue-as-new-%d.json", i+1)))
+	}
+}
+
+// recordAfterTerminated records a thread run that reloads the records of a
+// run terminated mid-way (read back by query from its history).
+func recordAfterTerminated(t *testing.T, c client.Client) {
+	tb := demo.NewToolbox()
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", refund))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()})
+	thread := tq + "-terminated"
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := agent.State(ctxT(t), c, h)
+		return err == nil && len(st.Trace) == 1
+	}, time.Minute, 50*time.Millisecond)
+	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "stopped"))
+	h2, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	writeHistory(t, c, h, filepath.Join(historiesDir, "terminated-mid-run.json"))
+	writeHistory(t, c, h2, filepath.Join(historiesDir, "thread-after-terminated.json"))
+}
+
+// chainRunIDs lists the runs of a workflow ID's newest continue-as-new
+// chain, oldest first.
+func chainRunIDs(t *testing.T, c client.Client, workflowID string) []string {
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), workflowID, "")
+	require.NoError(t, err)
+	var ids []string
+	for id := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); id != ""; {
+		ids = append([]string{id}, ids...)
+		h := history(t, c, workflowID, id)
+		id = h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+	}
+	return ids
 }
 
 func countBefore(hs []agent.Handle, i int) int {

@@ -1,0 +1,157 @@
+package tests
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// chainScript refunds, mints, refunds again (served across turns), hits
+// the approval hook (interrupt), and after the resume refunds once more (a
+// resumed run matches nothing: executed, with the same downstream key).
+func chainScript() scenario.Run {
+	done := "done"
+	return scenario.Run{Hooks: []string{"approve_isolate_host"}, Turns: []scenario.Turn{
+		turn(call("c1", "issue_refund", refund)),
+		turn(call("c2", "mint_case_id", "{}")),
+		turn(call("c3", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`)),
+		turn(call("c4", "mint_case_id", "{}")),
+		turn(call("c5", "isolate_host", `{"host": "web-1"}`), call("c6", "page_oncall", `{"case_id": "k", "summary": "s"}`)),
+	}, Resumes: []scenario.Resume{{Answer: "approved", PerformDangling: true, Turns: []scenario.Turn{
+		turn(call("c7", "mint_case_id", "{}")),
+		turn(call("c8", "issue_refund", refund)),
+		turn(call("c9", "page_oncall", `{"case_id": "k", "summary": "s"}`)),
+		{Text: &done},
+	}}}}
+}
+
+// playChain runs chainScript on a thread, continuing as new every
+// `every` turns, resumes its interrupt, and returns the final result and
+// the toolbox.
+func playChain(t *testing.T, every int) (*workflow.RunResult, *demo.Toolbox, string) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": chainScript().Model()})
+	thread := threadID(t)
+	opts := agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go", Hooks: []string{"approve_isolate_host"},
+		ContinueAfterTurns: every}
+	h, err := agent.Start(ctxT(t), c, opts)
+	require.NoError(t, err)
+	res, err := agent.Await(ctxT(t), c, h, "")
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	out, err := agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	require.NoError(t, err)
+	assert.False(t, out.Duplicate)
+	// A second delivery of the same resume is a no-op, in whatever run of
+	// the chain it lands.
+	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	return res, tb, thread
+}
+
+// A run that continues as new mid-thread behaves exactly as one run: the
+// same outcomes, served-from records and downstream keys; an interrupt and
+// its resume work across the boundary; the next run on the thread serves
+// the chain's records.
+func TestContinueAsNewIsOneRun(t *testing.T) {
+	one, tbOne, _ := playChain(t, 0)
+	chain, tbChain, thread := playChain(t, 2)
+	assert.Equal(t, 0, one.ContinuedAsNew)
+	assert.GreaterOrEqual(t, chain.ContinuedAsNew, 3)
+	require.Len(t, chain.Trace, len(one.Trace))
+	for i := range one.Trace {
+		a, b := one.Trace[i], chain.Trace[i]
+		assert.Equal(t, a.CallID, b.CallID)
+		assert.Equal(t, a.Outcome, b.Outcome, a.CallID)
+		assert.Equal(t, a.ServedFrom, b.ServedFrom, a.CallID)
+		assert.Equal(t, a.Turn, b.Turn, a.CallID)
+		assert.JSONEq(t, string(a.Result), string(b.Result), a.CallID)
+		if a.Tool == "issue_refund" {
+			assert.Equal(t, a.Key[:6], b.Key[:6])
+		}
+	}
+	assert.Equal(t, tbOne.Invocations(), tbChain.Invocations())
+	outcomes := map[string]workflow.Outcome{}
+	for _, l := range chain.Trace {
+		outcomes[l.CallID] = l.Outcome
+	}
+	assert.Equal(t, map[string]workflow.Outcome{"c1": "executed", "c2": "executed", "c3": "cached", "c4": "executed",
+		"c5": "dangling", "c6": "dangling", "c7": "executed", "c8": "executed", "c9": "executed"}, outcomes)
+	assert.Equal(t, 2, tbChain.Invocations()["issue_refund"], "c1, and c8 after the resume (matching is off)")
+
+	// The next run on the thread serves the chain's refund.
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	next := scenario.Run{Turns: []scenario.Turn{turn(call("d1", "issue_refund", refund))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"n": next.Model()})
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "n", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	require.NotNil(t, res.Trace[0].ServedFrom)
+	assert.Equal(t, 0, *res.Trace[0].ServedFrom)
+}
+
+// A payload over the limit, with no external storage, fails the run at
+// once with tulip.PayloadTooLarge naming it and its size (no workflow task
+// fails forever). The records are kept: once the workers and clients store
+// large payloads externally, the next run on the thread serves them.
+func TestTooLargeFailsClearly(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	big := scenario.Run{}
+	for i := range 15 {
+		big.Turns = append(big.Turns, turn(call(fmt.Sprintf("b%d", i), "audit_append", fmt.Sprintf(`{"i": %d, "pad": "%s"}`, i, pad(100<<10)))))
+	}
+	next := scenario.Run{Turns: []scenario.Turn{turn(call("n1", "audit_append", big.Turns[3].ToolCalls[0].Arguments))}}
+	models := map[string]activities.Model{"big": big.Model(), "next": next.Model()}
+	tq := taskQueue(t.Name())
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: tb.Tools(), Models: models})
+	require.NoError(t, err)
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	require.NoError(t, w.Start())
+	thread := threadID(t)
+	_, _, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "big", ThreadID: thread, Message: "go"})
+	w.Stop()
+	var failed *agent.RunFailedError
+	require.ErrorAs(t, err, &failed)
+	assert.Equal(t, activities.ErrPayloadTooLarge, failed.Type())
+	assert.Regexp(t, `^agent run failed \(tulip.PayloadTooLarge\): the run's result is \d+\.\d MiB, over the 1\.9 MiB payload limit`, failed.Error())
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	assert.True(t, app.NonRetryable())
+	assert.Equal(t, 15, tb.Invocations()["audit_append"])
+
+	// The same task queue, now with a blob store.
+	blobs := &blobstore.Memory{}
+	bc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(), ExternalStorage: blobstore.ExternalStorage(blobs, 0)})
+	require.NoError(t, err)
+	defer bc.Close()
+	startWorker(t, bc, tq, tworker.Options{Tools: tb.Tools(), Models: models, PayloadLimit: -1})
+	_, res, err := agent.Run(ctxT(t), bc, agent.RunOptions{TaskQueue: tq, Model: "next", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, 15, tb.Invocations()["audit_append"], "the records survived the failed run")
+}
+
+func pad(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'x'
+	}
+	return string(b)
+}
