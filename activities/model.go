@@ -118,6 +118,9 @@ type ModelInput struct {
 	Turn      int    `json:"turn"`
 	Phase     int    `json:"phase"`
 	PhaseTurn int    `json:"phase_turn"`
+	// Cursor is true for inputs that carry the conversation as a cursor
+	// (Base, New, Digest); legacy inputs carry Messages.
+	Cursor bool `json:"cursor,omitempty"`
 	// Base is the conversation the previous model call of the run saw.
 	Base *Cursor `json:"base,omitempty"`
 	// New are the messages after Base.
@@ -166,7 +169,7 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	}
 	req := ModelRequest{Model: in.Model, Agent: in.Agent, Thread: in.Thread, Turn: in.Turn, Phase: in.Phase,
 		PhaseTurn: in.PhaseTurn, Messages: in.Messages, Tools: in.Tools}
-	if in.Digest != "" {
+	if in.Cursor {
 		msgs, err := m.conversation(ctx, in)
 		if err != nil {
 			return ModelResponse{}, err
@@ -177,7 +180,7 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 		req.Messages = m.Policy(req.Messages)
 	}
 	resp, err := model.Respond(ctx, req)
-	if err == nil && in.Digest != "" {
+	if err == nil && in.Cursor {
 		// The workflow adds this response to the conversation as it is;
 		// the next call's cursor starts after it, so it enters history
 		// once (as this activity's result), not again as the next input.

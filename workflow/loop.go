@@ -83,6 +83,7 @@ func (r *run) modelInput() activities.ModelInput {
 		base := r.sent
 		in.Base = &base
 	}
+	in.Cursor = true
 	in.New = r.messages[r.sent.Count:]
 	in.Digest = r.digest
 	r.sent = activities.Cursor{Count: len(r.messages), Digest: r.digest}
