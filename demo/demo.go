@@ -42,6 +42,9 @@ func (tb *Toolbox) UseBilling(c billing.Client) {
 // Invocations returns how many times each tool body ran, every demo tool
 // listed.
 func (tb *Toolbox) Invocations() map[string]int {
+	if tb == nil {
+		return map[string]int{}
+	}
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	out := make(map[string]int, len(ToolNames))

@@ -294,9 +294,14 @@ func TestCLIChat(t *testing.T) {
 	)
 	stdout, stderr, code := runCLI(t, "chat", "--base-url", f.URL+"/v1", "--model", "m", "--json", "--address", server.Address(), "refund ord-1")
 	require.Equal(t, 0, code, stderr)
-	lines, _ := parseTrace(t, stdout)
+	lines, sum := parseTrace(t, stdout)
 	require.Len(t, lines, 2)
 	assert.Equal(t, "cached", string(lines[1].Outcome))
+	// It ends with FORMAT.md's summary line, as 'tulip run --json' does.
+	assert.Equal(t, 1, sum.BodyInvocations["issue_refund"])
+	require.Len(t, sum.Runs, 1)
+	assert.Equal(t, "completed", sum.Runs[0].Status)
+	assert.True(t, strings.HasPrefix(strings.TrimSpace(stdout[strings.LastIndex(strings.TrimSpace(stdout), "\n")+1:]), `{"summary":`))
 
 	stdout, stderr, code = runCLI(t, "chat", "--model", "m", "hi")
 	assert.Equal(t, 2, code)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -25,15 +26,16 @@ type modelFlags struct {
 
 // chatWorker starts the support agent's worker: the demo toolbox and hooks,
 // and the OpenAI-compatible model.
-func (e *env) chatWorker(s *session, mf *modelFlags) (func(), error) {
+func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, error) {
 	m, err := openai.New(openai.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
 		SystemPrompt: "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."})
 	if err != nil {
-		return nil, usageError{err.Error()}
+		return nil, nil, usageError{err.Error()}
 	}
 	tb := demo.NewToolbox()
-	return s.startWorker(ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	stop, err := s.startWorker(ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{chatModel: m}})
+	return stop, tb, err
 }
 
 func (e *env) chat(args []string) error {
@@ -70,7 +72,7 @@ func (e *env) chat(args []string) error {
 		return err
 	}
 	defer s.Close()
-	stop, err := e.chatWorker(s, mf)
+	stop, tb, err := e.chatWorker(s, mf)
 	if err != nil {
 		return err
 	}
@@ -82,16 +84,25 @@ func (e *env) chat(args []string) error {
 	}
 	e.progress("running agent %s on %s", *agentName, mf.baseURL)
 	h, res, err := agent.Run(e.ctx, s.client, opts)
-	return e.report(h, res, err, c, *db, mf, *asJSON)
+	return e.report(h, res, err, c, *db, mf, *asJSON, tb)
 }
 
 // report prints what a chat run came to (as agent.Run or agent.Await
 // returned it), and how to resume it when it is interrupted.
-func (e *env) report(h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool) error {
+func (e *env) report(h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox) error {
 	if err != nil && res == nil {
 		return err
 	}
 	e.printRun(res, asJSON)
+	if asJSON {
+		// FORMAT.md's summary line, as 'tulip run --json' ends.
+		st := scenario.RunStatus{Run: 1, WorkflowID: h.WorkflowID, Status: res.Status}
+		if err != nil {
+			st.Status, st.Error = workflow.StatusFailed, err.Error()
+		}
+		b, _ := json.Marshal(map[string]any{"summary": scenario.Summary{BodyInvocations: tb.Invocations(), Runs: []scenario.RunStatus{st}}})
+		fmt.Fprintln(e.stdout, string(b))
+	}
 	if err != nil {
 		return err
 	}

@@ -208,12 +208,14 @@ func (e *env) resume(args []string) error {
 		return err
 	}
 	defer s.Close()
+	var tb *demo.Toolbox
 	if *db != "" {
-		stop, err := e.chatWorker(s, mf)
+		stop, t, err := e.chatWorker(s, mf)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		tb = t
 	}
 	in := workflow.ResumeInput{InterruptID: *interrupt, Answer: *answer, PerformDangling: *dangling}
 	id := fs.Arg(0)
@@ -253,5 +255,5 @@ func (e *env) resume(args []string) error {
 	// This process is the run's worker: wait for the run and print it.
 	h := agent.Handle{WorkflowID: id}
 	final, err := agent.Await(e.ctx, s.client, h, res.InterruptID)
-	return e.report(h, final, err, c, *db, mf, *asJSON)
+	return e.report(h, final, err, c, *db, mf, *asJSON, tb)
 }
