@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,6 +95,16 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 	assert.Equal(t, map[string]workflow.Outcome{"c1": "executed", "c2": "executed", "c3": "cached", "c4": "executed",
 		"c5": "dangling", "c6": "dangling", "c7": "executed", "c8": "executed", "c9": "executed"}, outcomes)
 	assert.Equal(t, 2, tbChain.Invocations()["issue_refund"], "c1, and c8 after the resume (matching is off)")
+
+	// 'tulip history' writes every run of the chain; each replays.
+	out := filepath.Join(t.TempDir(), "chain.json")
+	_, stderr, code := runCLI(t, "history", thread, "-o", out, "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	files, _ := filepath.Glob(strings.TrimSuffix(out, ".json") + "-*.json")
+	require.Len(t, files, chain.ContinuedAsNew+1, stderr)
+	stdout, stderr, code := runCLI(t, append([]string{"replay"}, files...)...)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, len(files), strings.Count(stdout, "ok   "))
 
 	// The next run on the thread serves the chain's refund.
 	c := dial(t, server.Address())

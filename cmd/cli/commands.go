@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -122,23 +124,43 @@ func (e *env) history(args []string) error {
 		return err
 	}
 	defer s.Close()
-	hist := &historypb.History{}
-	it := s.client.GetWorkflowHistory(e.ctx, fs.Arg(0), *runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return fmt.Errorf("history of %s: %v", fs.Arg(0), err)
+	// Every run of the continue-as-new chain, oldest first.
+	var hists []*historypb.History
+	for id := *runID; ; {
+		hist := &historypb.History{}
+		it := s.client.GetWorkflowHistory(e.ctx, fs.Arg(0), id, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return fmt.Errorf("history of %s: %v", fs.Arg(0), err)
+			}
+			hist.Events = append(hist.Events, ev)
 		}
-		hist.Events = append(hist.Events, ev)
+		if len(hist.Events) == 0 {
+			return fmt.Errorf("history of %s is empty", fs.Arg(0))
+		}
+		hists = append([]*historypb.History{hist}, hists...)
+		if id = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); id == "" {
+			break
+		}
 	}
-	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		return err
+	for i, hist := range hists {
+		name := *out
+		if len(hists) > 1 {
+			name = fmt.Sprintf("%s-%d%s", strings.TrimSuffix(*out, filepath.Ext(*out)), i+1, filepath.Ext(*out))
+		}
+		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		e.progress("wrote %d events to %s", len(hist.Events), name)
 	}
-	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
-		return err
+	if len(hists) > 1 {
+		e.progress("the run continued as new %d times: one file per run, oldest first", len(hists)-1)
 	}
-	e.progress("wrote %d events to %s", len(hist.Events), *out)
 	return nil
 }
 
@@ -160,7 +182,15 @@ func (e *env) replay(args []string) error {
 	if err != nil {
 		return err
 	}
-	replayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
+	ropts := sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}}
+	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
+		d, err := blobstore.NewDir(dir)
+		if err != nil {
+			return err
+		}
+		ropts.ExternalStorage = blobstore.ExternalStorage(d, 0)
+	}
+	replayer, err := sdkworker.NewWorkflowReplayerWithOptions(ropts)
 	if err != nil {
 		return err
 	}
