@@ -285,8 +285,15 @@ func Restore(data []byte) (*Log, error) {
 	if s.Version != SnapshotVersion {
 		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshot, s.Version, SnapshotVersion)
 	}
+	return FromRecords(s.Responses, s.Records)
+}
+
+// FromRecords rebuilds a log from its records (as Records returned them)
+// and its response count, checking them as Restore does.
+func FromRecords(responses int, records []Record) (*Log, error) {
 	l := NewLog()
-	l.responses = s.Responses
+	l.responses = responses
+	s := snapshot{Responses: responses, Records: records}
 	for i, r := range s.Records {
 		if r.Seq != i {
 			return nil, fmt.Errorf("%w: record %d has seq %d", ErrSnapshot, i, r.Seq)

@@ -46,22 +46,22 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 		if err != nil {
 			return err
 		}
-		segs = append([]json.RawMessage{b}, segs[2:]...)
+		segs = append([][]byte{b}, segs[2:]...)
 		bounds = bounds[1:]
 	}
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
-		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Segments: len(segs), Continued: r.continued + 1}
+		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.digest, Segments: len(segs), Continued: r.continued + 1}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
 	args := []any{next}
 	for i, seg := range segs {
-		if err := r.checkSize(fmt.Sprintf("continue-as-new segment %d", i+1), seg); err != nil {
+		if err := r.checkSize(ctx, fmt.Sprintf("continue-as-new segment %d", i+1), seg); err != nil {
 			return err
 		}
 		args = append(args, seg)
 	}
-	if err := r.checkSize("the continue-as-new state", next); err != nil {
+	if err := r.checkSize(ctx, "the continue-as-new state", next); err != nil {
 		return err
 	}
 	return wf.NewContinueAsNewError(ctx, WorkflowName, args...)
@@ -69,7 +69,7 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 
 // encodeSegment encodes what lies between two bounds; the first segment
 // also holds the other agents' logs.
-func (r *run) encodeSegment(refs convRefs, recs []dedup.Record, from, to segBound, first bool) (json.RawMessage, error) {
+func (r *run) encodeSegment(refs convRefs, recs []dedup.Record, from, to segBound, first bool) ([]byte, error) {
 	seg := Segment{Messages: r.messages[from.msgs:to.msgs], Records: []CarriedRecord{}, Trace: []CarriedLine{}}
 	if seg.Messages == nil {
 		seg.Messages = []activities.Message{}
@@ -106,31 +106,26 @@ func (r *run) encodeSegment(refs convRefs, recs []dedup.Record, from, to segBoun
 }
 
 // restore takes the state a continued run was handed: its counters and
-// its segments.
-func (r *run) restore(c *Carry, raw []json.RawMessage) error {
+// its segments (written by continueAsNew, decoded as they are).
+func (r *run) restore(c *Carry, raw [][]byte) error {
 	bad := func(msg string) error {
 		return temporal.NewNonRetryableApplicationError("continued state: "+msg, activities.ErrBadInput, nil)
 	}
 	if c.Segments != len(raw) {
 		return bad(fmt.Sprintf("%d segments announced, %d received", c.Segments, len(raw)))
 	}
-	var segs []Segment
-	cp := activities.Checkpoint{Agents: map[string]json.RawMessage{}, Messages: []activities.Message{}}
+	segs := make([]Segment, len(raw))
+	agents := map[string]json.RawMessage{}
+	var msgs []activities.Message
 	for i, b := range raw {
-		var seg Segment
-		if err := decodeStrict(fmt.Sprintf("continue-as-new segment %d", i+1), b, &seg); err != nil {
-			return err
+		if err := json.Unmarshal(b, &segs[i]); err != nil {
+			return bad(fmt.Sprintf("segment %d: %v", i+1, err))
 		}
-		maps.Copy(cp.Agents, seg.Agents)
-		cp.Messages = append(cp.Messages, seg.Messages...)
-		segs = append(segs, seg)
+		maps.Copy(agents, segs[i].Agents)
+		msgs = append(msgs, segs[i].Messages...)
 	}
-	refs := newConvRefs(cp.Messages)
-	snap := struct {
-		Version   int            `json:"version"`
-		Responses int            `json:"responses"`
-		Records   []dedup.Record `json:"records"`
-	}{Version: dedup.SnapshotVersion, Responses: c.Responses, Records: []dedup.Record{}}
+	refs := newConvRefs(msgs)
+	var recs []dedup.Record
 	var trace []TraceLine
 	bound := segBound{}
 	for _, seg := range segs {
@@ -142,7 +137,7 @@ func (r *run) restore(c *Carry, raw []json.RawMessage) error {
 			if cr.ResultRef {
 				rec.Result = json.RawMessage(refs.toolOut[rec.CallID])
 			}
-			snap.Records = append(snap.Records, rec)
+			recs = append(recs, rec)
 		}
 		for _, cl := range seg.Trace {
 			l := cl.TraceLine
@@ -158,14 +153,16 @@ func (r *run) restore(c *Carry, raw []json.RawMessage) error {
 		r.bounds = append(r.bounds, bound)
 	}
 	r.segs = raw
-	b, err := json.Marshal(snap)
-	if err != nil {
-		return bad(err.Error())
+	if r.state != nil {
+		l, err := dedup.FromRecords(c.Responses, recs)
+		if err != nil {
+			return bad(err.Error())
+		}
+		r.state.SetLog(l)
+		r.log = l
 	}
-	cp.Agents[r.in.Agent] = b
-	if err := r.useCheckpoint(&cp); err != nil {
-		return err
-	}
+	r.loaded = &activities.Checkpoint{Agents: agents}
+	r.messages, r.digest = msgs, c.Digest
 	r.hooks = nil
 	if err := r.changeHooks(HooksInput{Install: c.Hooks}); err != nil {
 		return err

@@ -102,7 +102,8 @@ type RunInput struct {
 // Carry is the durable state of a run that continues as new: the run's
 // counters and hooks here, and the thread state (conversation, every
 // agent's log, the trace) in segments: the continue-as-new input's further
-// payloads, one per run of the chain, each written once. A segment never
+// payloads (Segment as JSON, in binary/plain payloads, so that no converter
+// scans them twice), one per run of the chain, each written once. A segment never
 // changes once written, so with external storage (content-addressed) the
 // chain stores each byte once, whatever its length. Within a segment, this
 // agent's records and the trace lines of recorded calls leave out the
@@ -123,6 +124,8 @@ type Carry struct {
 	Responses int `json:"responses"`
 	// Sent is the conversation the last model call saw.
 	Sent activities.Cursor `json:"sent"`
+	// Digest is the whole conversation's digest.
+	Digest string `json:"digest"`
 	// Segments is the number of segment payloads that follow the input.
 	Segments int `json:"segments"`
 	// Continued counts the continue-as-new steps so far.

@@ -27,7 +27,8 @@ type Config struct {
 	// continue-as-new input); past it the run fails with
 	// ErrPayloadTooLarge instead of a workflow task that fails forever.
 	// Zero value: DefaultPayloadLimit. Negative: no limit (the client
-	// stores large payloads externally).
+	// stores large payloads externally). A positive value is at least
+	// MinPayloadLimit.
 	PayloadLimit int
 }
 
@@ -39,11 +40,14 @@ const DefaultPayloadLimit = 2<<20 - 64<<10
 // activities.ErrBadInput. The others are the segments of a
 // continue-as-new (see Carry): clients pass only the first.
 type Func = func(ctx wf.Context, in json.RawMessage,
-	s1, s2, s3, s4, s5, s6, s7, s8 json.RawMessage) (RunResult, error)
+	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error)
 
 // New returns the agent-run workflow function for cfg. Register it under
 // WorkflowName.
 func New(cfg Config) (Func, error) {
+	if cfg.PayloadLimit > 0 && cfg.PayloadLimit < MinPayloadLimit {
+		return nil, fmt.Errorf("tulip: PayloadLimit %d is below the minimum %d (use -1 for no limit)", cfg.PayloadLimit, MinPayloadLimit)
+	}
 	tools := make(map[string]*activities.Tool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		if t == nil {
@@ -54,14 +58,14 @@ func New(cfg Config) (Func, error) {
 		}
 		tools[t.Spec().Name] = t
 	}
-	return func(ctx wf.Context, raw json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 json.RawMessage) (RunResult, error) {
+	return func(ctx wf.Context, raw json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error) {
 		var in RunInput
 		if err := decodeStrict("run input", raw, &in); err != nil {
 			return RunResult{}, err
 		}
 		r := &run{cfg: &cfg, tools: tools, in: in, answered: map[string]bool{}}
 		if in.Continued != nil {
-			r.segs = []json.RawMessage{s1, s2, s3, s4, s5, s6, s7, s8}[:min(in.Continued.Segments, MaxSegments)]
+			r.segs = [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}[:min(in.Continued.Segments, MaxSegments)]
 		}
 		return r.main(ctx)
 	}, nil
@@ -79,7 +83,7 @@ type run struct {
 	hooks    []string
 	messages []activities.Message
 	sent     activities.Cursor // the conversation the last model call saw
-	segs     []json.RawMessage // the carried segments, passed on as they came
+	segs     [][]byte          // the carried segments (JSON), passed on as they came
 	bounds   []segBound        // where each carried segment ends
 	digest   string            // the digest of messages
 
@@ -101,6 +105,7 @@ type run struct {
 	executions int // executions started (for non-idempotent keys)
 	baseLen    int // log length after the thread's state loaded
 	continued  int // continue-as-new steps so far
+	limit      int // the payload limit, once read (see checkSize)
 
 	namespace, scope, runID string
 }
@@ -155,7 +160,7 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return RunResult{}, err
 	}
-	if err := r.checkSize("the run's result", res); err != nil {
+	if err := r.checkSize(ctx, "the run's result", res); err != nil {
 		return r.fail(ctx, err)
 	}
 	return res, nil
@@ -202,29 +207,46 @@ func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
 	}
-	if r.checkSize("the failure's details", res) != nil {
+	if r.checkSize(ctx, "the failure's details", res) != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
 	}
 	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 }
 
-// checkSize fails when v's JSON is over the payload limit.
-func (r *run) checkSize(what string, v any) error {
-	limit := r.cfg.PayloadLimit
-	if limit == 0 {
-		limit = DefaultPayloadLimit
-	}
-	if limit < 0 || !r.v2 {
+// MinPayloadLimit is the smallest PayloadLimit a worker may set: payloads
+// up to it never need the limit, so runs that write none larger record
+// nothing about it.
+const MinPayloadLimit = 256 << 10
+
+// checkSize fails when v's JSON is over the payload limit. The limit is the
+// worker's configuration, so a payload larger than MinPayloadLimit reads it
+// through a side effect: replay takes the recorded value, whatever the
+// replaying worker is configured with.
+func (r *run) checkSize(ctx wf.Context, what string, v any) error {
+	if !r.v2 {
 		return nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s does not encode: %v", what, err), activities.ErrPayloadTooLarge, nil)
 	}
-	if len(b) > limit {
+	if len(b) <= MinPayloadLimit {
+		return nil
+	}
+	if r.limit == 0 {
+		if err := wf.SideEffect(ctx, func(wf.Context) any {
+			if r.cfg.PayloadLimit == 0 {
+				return DefaultPayloadLimit
+			}
+			return r.cfg.PayloadLimit
+		}).Get(&r.limit); err != nil {
+			return err
+		}
+	}
+	if r.limit > 0 && len(b) > r.limit {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s is %s, over the %s payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
-				what, byteSize(len(b)), byteSize(limit)), activities.ErrPayloadTooLarge, nil)
+				what, byteSize(len(b)), byteSize(r.limit)), activities.ErrPayloadTooLarge, nil)
 	}
 	return nil
 }

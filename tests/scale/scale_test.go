@@ -7,6 +7,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"slices"
 	"io"
 	"log/slog"
 	"os"
@@ -52,7 +53,7 @@ func quiet() sdklog.Logger {
 
 // setup dials the server with external storage over blobs (nil: none) and
 // runs a worker with models.
-func setup(t *testing.T, blobs blobstore.Store, models map[string]activities.Model) (client.Client, string, *demo.Toolbox) {
+func setup(t testing.TB, blobs blobstore.Store, models map[string]activities.Model) (client.Client, string, *demo.Toolbox) {
 	t.Helper()
 	opts := client.Options{HostPort: server.Address(), Logger: quiet()}
 	wopts := tworker.Options{Hooks: demo.Hooks(), Models: models}
@@ -67,7 +68,7 @@ func setup(t *testing.T, blobs blobstore.Store, models map[string]activities.Mod
 	wopts.Tools = tb.Tools()
 	plugin, err := tworker.NewPlugin(wopts)
 	require.NoError(t, err)
-	tq := fmt.Sprintf("scale-%s-%d", t.Name(), time.Now().UnixNano())
+	tq := fmt.Sprintf("scale-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
@@ -89,7 +90,7 @@ func padded(turns, size int) activities.Model {
 
 // chain returns the histories of every run of workflowID's newest
 // continue-as-new chain, oldest first.
-func chain(t *testing.T, c client.Client, workflowID string) []*historypb.History {
+func chain(t testing.TB, c client.Client, workflowID string) []*historypb.History {
 	t.Helper()
 	ctx := context.Background()
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
@@ -134,11 +135,24 @@ func sum(xs []int) int {
 	return s
 }
 
-// A 1,000-turn run with 8 KB arguments completes with every record; its
-// history grows with what is new (the cost of a late turn is that of an
-// early one), and all it stores is a small multiple of its content.
-func TestLongRun(t *testing.T) {
-	const turns, size = 1000, 8 << 10
+// longRunStats is what a long run measured.
+type longRunStats struct {
+	elapsed              time.Duration
+	runs, continued      int
+	history, blobs       int64
+	content, early, late int
+	replayFirst          time.Duration // replaying the chain's first run
+	replayLast           time.Duration // replaying its last run (a cache miss late in the thread)
+}
+
+func (s longRunStats) lateOverEarly() float64 { return float64(s.late) / float64(s.early) }
+func (s longRunStats) storedOverContent() float64 {
+	return float64(s.history+s.blobs) / float64(s.content)
+}
+
+// longRun plays a run of turns turns, one audit_append call of size bytes
+// each, and measures it.
+func longRun(t testing.TB, turns, size int) longRunStats {
 	blobs := &blobstore.Memory{}
 	c, tq, tb := setup(t, blobs, map[string]activities.Model{"m": padded(turns, size)})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -147,8 +161,8 @@ func TestLongRun(t *testing.T) {
 	h, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "append", MaxTurns: turns + 1})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
-	elapsed := time.Since(start)
-	_, blobBytes := blobs.Stats() // before reading the log: a query's answer is stored too
+	st := longRunStats{elapsed: time.Since(start), continued: res.ContinuedAsNew}
+	_, st.blobs = blobs.Stats() // before reading the log: a query's answer is stored too
 	assert.Equal(t, turns, tb.Invocations()["audit_append"])
 	require.Len(t, res.Trace, turns)
 	recs, err := agent.Log(ctx, c, h)
@@ -157,23 +171,72 @@ func TestLongRun(t *testing.T) {
 	for i, r := range recs {
 		require.Equal(t, fmt.Sprintf("c%d", i+1), r.CallID)
 	}
-	assert.GreaterOrEqual(t, res.ContinuedAsNew, 3, "continued as new")
-
 	hs := chain(t, c, h.WorkflowID)
+	st.runs = len(hs)
 	perTurn, hist := turnBytes(hs)
-	require.Len(t, perTurn, turns+2, "turns 1..1000 and the final answer's")
-	early, late := sum(perTurn[1:101]), sum(perTurn[901:1001])
-	content := len("append")
+	require.Len(t, perTurn, turns+2, "turns 1..N and the final answer's")
+	st.history = int64(hist)
+	st.early, st.late = sum(perTurn[1:101]), sum(perTurn[turns-99:turns+1])
+	st.content = len("append")
 	for _, l := range res.Trace {
-		content += size + len(l.Result) // the model's arguments, the tool's result
+		st.content += size + len(l.Result) // the model's arguments, the tool's result
 	}
-	t.Logf("blob sizes: %v", blobs.Sizes())
-	ratio := float64(late) / float64(early)
-	stored := float64(int64(hist)+blobBytes) / float64(content)
-	t.Logf("1,000 turns x 8 KB: %s, %d runs; history %.1f MB (turns 1-100: %d B, 901-1000: %d B, ratio %.2f); blobs %.1f MB; content %.1f MB; stored/content %.2f",
-		elapsed.Round(time.Second), len(hs), float64(hist)/1e6, early, late, ratio, float64(blobBytes)/1e6, float64(content)/1e6, stored)
-	assert.LessOrEqual(t, ratio, 2.0, "history per turn does not grow with the conversation")
-	assert.LessOrEqual(t, stored, 5.0, "history + blobs at most 5x the content")
+	st.replayFirst, st.replayLast = replayCost(t, blobs, hs[0], hs[len(hs)-1])
+	return st
+}
+
+// replayCost times replaying two histories with the plugin, interleaved,
+// after a warm-up; the medians of five each.
+func replayCost(t testing.TB, blobs blobstore.Store, a, b *historypb.History) (time.Duration, time.Duration) {
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
+	require.NoError(t, err)
+	r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin},
+		ExternalStorage: blobstore.ExternalStorage(blobs, 64<<10)})
+	require.NoError(t, err)
+	timed := func(h *historypb.History) time.Duration {
+		start := time.Now()
+		require.NoError(t, r.ReplayWorkflowHistory(quiet(), h))
+		return time.Since(start)
+	}
+	timed(a)
+	timed(b)
+	var ta, tb []time.Duration
+	for range 5 {
+		ta = append(ta, timed(a))
+		tb = append(tb, timed(b))
+	}
+	slices.Sort(ta)
+	slices.Sort(tb)
+	return ta[2], tb[2]
+}
+
+// A 1,000-turn run with 8 KB arguments completes with every record; its
+// history grows with what is new (the cost of a late turn is that of an
+// early one), all it stores is a small multiple of its content, and
+// replaying its last run (a worker's cache miss late in the thread) costs
+// what replaying its first did: bounded by continue-as-new.
+func TestLongRun(t *testing.T) {
+	st := longRun(t, 1000, 8<<10)
+	t.Logf("1,000 turns x 8 KB: %s, %d runs; history %.1f MB (turns 1-100: %d B, 901-1000: %d B, ratio %.2f); blobs %.1f MB; content %.1f MB; stored/content %.2f; replay first run %s, last run %s",
+		st.elapsed.Round(time.Second), st.runs, float64(st.history)/1e6, st.early, st.late, st.lateOverEarly(),
+		float64(st.blobs)/1e6, float64(st.content)/1e6, st.storedOverContent(), st.replayFirst.Round(time.Millisecond), st.replayLast.Round(time.Millisecond))
+	assert.GreaterOrEqual(t, st.continued, 3, "continued as new")
+	assert.LessOrEqual(t, st.lateOverEarly(), 2.0, "history per turn does not grow with the conversation")
+	assert.LessOrEqual(t, st.storedOverContent(), 5.0, "history + blobs at most 5x the content")
+}
+
+// BenchmarkLongRun reports the long run's ratios, each against its
+// baseline in the same run:
+//
+//	go test ./tests/scale -run '^$' -bench LongRun -benchtime 1x
+func BenchmarkLongRun(b *testing.B) {
+	for range b.N {
+		st := longRun(b, 1000, 8<<10)
+		b.ReportMetric(st.lateOverEarly(), "late/early-turn-bytes")
+		b.ReportMetric(st.storedOverContent(), "stored/content")
+		b.ReportMetric(float64(st.replayLast)/float64(st.replayFirst), "replay-last/first")
+		b.ReportMetric(float64(st.runs), "runs")
+	}
 }
 
 // 15 calls with 100 KB arguments complete: the large result and state go
