@@ -91,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 			}
 			var failed *agent.RunFailedError
 			if errors.As(err, &failed) {
-				st.Status, st.Error = workflow.StatusFailed, failed.Err.Error()
+				st.Status, st.Error = workflow.StatusFailed, failed.Error()
 				break
 			}
 			if err != nil {

@@ -7,10 +7,10 @@ package scale
 import (
 	"context"
 	"fmt"
-	"slices"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
