@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -131,6 +133,9 @@ func (o *Options) validate() error {
 	return nil
 }
 
+// ErrPortInUse is wrapped by Start when the frontend port is taken.
+var ErrPortInUse = errors.New("devserver: port already in use")
+
 // Start validates the options, then starts the server and returns once it
 // accepts connections.
 func Start(opts Options) (*Server, error) {
@@ -146,6 +151,12 @@ func Start(opts Options) (*Server, error) {
 		ports[i] = p
 	}
 	if opts.Port != 0 {
+		// The server panics on a port it cannot bind: check it first.
+		l, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s:%d (choose another with --port, or 0 for a free one)", ErrPortInUse, opts.Host, opts.Port)
+		}
+		l.Close()
 		ports[0] = opts.Port
 	}
 	cfg, err := buildConfig(&opts, ports)
@@ -296,6 +307,17 @@ func freePort(host string) (int, error) {
 	return port, nil
 }
 
+// printable quotes s when it holds anything but printable text (the
+// server logs raw payload bytes in some tags).
+func printable(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != ' ') {
+			return strconv.QuoteToASCII(s)
+		}
+	}
+	return s
+}
+
 // logAdapter writes the server's logs as text lines at or above level.
 type logAdapter struct {
 	mu    sync.Mutex
@@ -309,9 +331,9 @@ func (l *logAdapter) log(level slog.Level, msg string, tags []tag.Tag) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	line := fmt.Sprintf("temporal %s %s", level, msg)
+	line := fmt.Sprintf("temporal %s %s", level, printable(msg))
 	for _, t := range tags {
-		line += fmt.Sprintf(" %s=%v", t.Key(), t.Value())
+		line += fmt.Sprintf(" %s=%s", t.Key(), printable(fmt.Sprint(t.Value())))
 	}
 	fmt.Fprintln(l.w, line)
 }

@@ -3,10 +3,15 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,4 +73,42 @@ func TestCLIDev(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev did not stop")
 	}
+	// Quiet by default: the server's logs are warnings and errors only, as
+	// printable text; the banner stands out on stdout.
+	logs := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	assert.LessOrEqual(t, len(logs), 10, "stderr:\n%s", errb.String())
+	for _, l := range logs {
+		for _, r := range l {
+			require.True(t, r == '\t' || unicode.IsPrint(r), "non-printable byte in %q", l)
+		}
+	}
+	assert.Contains(t, out.String(), "Temporal server: ")
+}
+
+// A taken port is one line and exit 1, no panic, no stack.
+func TestCLIDevPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	stdout, stderr, code := runCLI(t, "dev", "--port", strconv.Itoa(port))
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, fmt.Sprintf("tulip: devserver: port already in use: 127.0.0.1:%d (choose another with --port, or 0 for a free one)\n", port), stderr)
+}
+
+// Every command's -h and --help print its flags on stdout, exit 0.
+func TestCLIHelp(t *testing.T) {
+	for _, cmd := range []string{"demo", "dev", "run", "chat", "inspect", "history", "replay", "resume"} {
+		for _, flag := range []string{"-h", "--help"} {
+			stdout, stderr, code := runCLI(t, cmd, flag)
+			assert.Equal(t, 0, code, "%s %s: %s", cmd, flag, stderr)
+			assert.Empty(t, stderr)
+			assert.True(t, strings.HasPrefix(stdout, "usage: tulip "+cmd), "%s %s: %q", cmd, flag, stdout)
+			assert.Contains(t, stdout, "flags:")
+		}
+	}
+	stdout, _, code := runCLI(t, "help")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "--help")
 }

@@ -46,8 +46,12 @@ Commands that talk to a server take --address and --namespace, and read the
 Temporal CLI's environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
 TEMPORAL_TLS_CLIENT_KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
-TEMPORAL_TLS_SERVER_NAME. demo, run and chat start an embedded server when
-no address is given.
+TEMPORAL_TLS_SERVER_NAME, TEMPORAL_TLS_DISABLE_HOST_VERIFICATION. demo, run
+and chat start an embedded server when no address is given.
+
+'tulip COMMAND --help' lists a command's flags. TULIP_LOG_LEVEL (debug,
+info, warn, error) shows the server's and the SDK's logs. The rules, the
+scenario format and the wire protocol are in docs/ in the repository.
 `
 
 // Main runs the tulip command line with args (without the program name) and
@@ -89,6 +93,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ec) {
 		return int(ec)
 	}
+	if errors.Is(err, devserver.ErrPortInUse) {
+		fmt.Fprintln(stderr, "tulip: "+oneLine(err.Error()))
+		return 1
+	}
 	fmt.Fprintln(stderr, "tulip: "+oneLine(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
@@ -121,11 +129,24 @@ func (e *env) progress(format string, a ...any) {
 	fmt.Fprintf(e.stderr, format+"\n", a...)
 }
 
-// flags makes a flag set whose errors come back as usage errors.
+// flags makes a flag set whose errors come back as usage errors, and
+// whose -h/--help prints its flags to stdout (exit 0).
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("tulip "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stdout, "usage: tulip %s [flags]%s\n\nflags:\n", name, helpArgs[name])
+		fs.SetOutput(e.stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		fmt.Fprintln(e.stdout, "\nThe formats, rules and protocol: docs/ in the repository (README.md, docs/rules.md, docs/scenarios.md, docs/protocol.md).")
+	}
 	return fs
+}
+
+// helpArgs are the positional arguments each command takes, for --help.
+var helpArgs = map[string]string{
+	"inspect": " THREAD", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
@@ -133,6 +154,9 @@ func parse(fs *flag.FlagSet, args []string) error {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitCode(0)
+			}
 			return usageError{err.Error()}
 		}
 		if fs.NArg() == 0 {
@@ -156,13 +180,19 @@ func (e *env) connFlags(fs *flag.FlagSet) *conn {
 	return c
 }
 
-// logger writes the SDK's logs to stderr: errors only, unless
-// TULIP_LOG_LEVEL (debug, info, warn, error) says otherwise.
-func (e *env) logger() sdklog.Logger {
-	level := slog.LevelError
+// logLevel is TULIP_LOG_LEVEL (debug, info, warn, error), or def.
+func (e *env) logLevel(def slog.Level) slog.Level {
+	level := def
 	if v := e.getenv("TULIP_LOG_LEVEL"); v != "" {
 		_ = level.UnmarshalText([]byte(v))
 	}
+	return level
+}
+
+// logger writes the SDK's logs to stderr: errors only, unless
+// TULIP_LOG_LEVEL says otherwise.
+func (e *env) logger() sdklog.Logger {
+	level := e.logLevel(slog.LevelError)
 	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})))
 }
 
@@ -205,7 +235,7 @@ func (e *env) connect(c *conn, embedded bool, dbFile string) (*session, error) {
 		}
 		e.progress("starting the embedded Temporal server...")
 		start := time.Now()
-		srv, err := devserver.Start(devserver.Options{DBFile: dbFile, Namespace: ns, LogOutput: e.stderr, LogLevel: slog.LevelError})
+		srv, err := devserver.Start(devserver.Options{DBFile: dbFile, Namespace: ns, LogOutput: e.stderr, LogLevel: e.logLevel(slog.LevelError)})
 		if err != nil {
 			return nil, err
 		}

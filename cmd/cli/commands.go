@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ func (e *env) dev(args []string) error {
 	if fs.NArg() > 0 {
 		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS]"}
 	}
-	srv, err := devserver.Start(devserver.Options{DBFile: *db, Port: *port, Namespace: *ns, LogOutput: e.stderr})
+	srv, err := devserver.Start(devserver.Options{DBFile: *db, Port: *port, Namespace: *ns, LogOutput: e.stderr, LogLevel: e.logLevel(slog.LevelWarn)})
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func (e *env) inspect(args []string) error {
 		}
 		origin := string(r.Origin)
 		if r.ServedFrom != nil {
-			origin += fmt.Sprintf(" (from %d)", *r.ServedFrom)
+			origin = servedFrom(*r.ServedFrom, r.Relation)
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Response, r.CallID, r.Tool, clip(r.Arguments, 48), origin, clip(detail, 60))
 	}

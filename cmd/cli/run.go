@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -95,6 +96,13 @@ func clip(s string, n int) string {
 	return s
 }
 
+// servedFrom is how tables say that a call was served from the log: the
+// same words for trace lines (whose JSON outcome is FORMAT.md's "cached")
+// and for log records (origin "served").
+func servedFrom(seq int, rel dedup.Relation) string {
+	return fmt.Sprintf("served (record %d, %s)", seq, strings.ReplaceAll(string(rel), "_", " "))
+}
+
 func printTable(w io.Writer, lines []scenario.Line) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tTURN\tCALL\tTOOL\tARGUMENTS\tOUTCOME\tRESULT / ERROR")
@@ -105,7 +113,7 @@ func printTable(w io.Writer, lines []scenario.Line) {
 		}
 		outcome := string(l.Outcome)
 		if l.ServedFrom != nil {
-			outcome += fmt.Sprintf(" (record %d, %s)", *l.ServedFrom, strings.ReplaceAll(string(l.Relation), "_", " "))
+			outcome = servedFrom(*l.ServedFrom, l.Relation)
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", l.Run, l.Turn, l.CallID, l.Tool, clip(string(l.Arguments), 48), outcome, clip(detail, 60))
 	}
