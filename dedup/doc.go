@@ -2,7 +2,7 @@
 // record, and holds the execution log (the seed's tool_executions).
 //
 // It is the contract of the Tulip idempotency page, made exact for Go (see
-// RULES.md in the shared seed), and it imports nothing from Temporal.
+// docs/rules.md), and it imports nothing from Temporal.
 //
 // A call's argument text is parsed once, by [Parse], into an [Args]: a value
 // tree that keeps integers exact at any size, the int/float distinction of the

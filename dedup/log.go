@@ -39,7 +39,7 @@ func (e *ToolError) Error() string { return e.Message }
 // Relation names the rule under which a call matched a record.
 type Relation string
 
-// The relations of RULES.md.
+// The relations of docs/rules.md.
 const (
 	NoMatch Relation = ""
 	// EarlierTurn: value equality against a record of an earlier response
@@ -181,7 +181,7 @@ func (l *Log) AppendPending(r Record, args *Args) *Record {
 	return rec
 }
 
-// FindMatchingExecution applies the two-step match of RULES.md for one call
+// FindMatchingExecution applies the two-step match of docs/rules.md for one call
 // of an idempotent tool in response number response: first the earliest
 // record of an earlier response that is value-equal, then the earliest
 // record of the same response whose sorted-key JSON is equal. It returns nil

@@ -13,7 +13,7 @@ func exec(l *Log, resp int, tool, args, result string) *Record {
 	return l.Append(Record{Tool: tool, Response: resp, Origin: Executed, Result: json.RawMessage(result)}, a)
 }
 
-// TestFindMatchingExecution walks the match steps of RULES.md (step 5).
+// TestFindMatchingExecution walks the match steps of docs/rules.md (step 5).
 func TestFindMatchingExecution(t *testing.T) {
 	type step struct {
 		rule     string

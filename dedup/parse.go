@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Default limits of RULES.md, used where a Limits field is zero.
+// Default limits of docs/rules.md, used where a Limits field is zero.
 const (
 	DefaultMaxDepth = 64
 	DefaultMaxBytes = 256 << 10

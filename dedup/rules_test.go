@@ -16,7 +16,7 @@ func mustParse(t testing.TB, s string) *Args {
 	return a
 }
 
-// TestRelations shows each comparison rule of RULES.md on a pair of argument
+// TestRelations shows each comparison rule of docs/rules.md on a pair of argument
 // texts: whether they are equal by value (earlier turns) and by sorted-key
 // JSON (same response).
 func TestRelations(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package demo is the demo toolbox and hooks of the conformance format
-// (FORMAT.md): eight tools whose bodies count their real executions, and
+// (docs/scenarios.md): eight tools whose bodies count their real executions, and
 // three hooks. The CLI, the tests and the examples use it.
 package demo
 

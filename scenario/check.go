@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Expect is a conformance case's expectations (FORMAT.md).
+// Expect is a conformance case's expectations (docs/scenarios.md).
 type Expect struct {
 	Outcomes        map[string]string `json:"outcomes"`
 	BodyInvocations map[string]int    `json:"body_invocations"`

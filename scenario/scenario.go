@@ -1,4 +1,4 @@
-// Package scenario reads scenario files (FORMAT.md): scripted model turns
+// Package scenario reads scenario files (docs/scenarios.md): scripted model turns
 // that reproduce an agent run with no LLM. It provides the scripted model
 // and a runner that plays a scenario against a Temporal server.
 package scenario

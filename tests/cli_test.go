@@ -81,7 +81,7 @@ func TestCLIDemoHistoryReplayInspect(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "demo", "--address", server.Address())
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{"issue_refund  1 of 3 calls", "page_oncall   1 of 3 calls", "mint_case_id  2 of 2 calls",
-		"cached (record 0, earlier turn)", "cached (record 5, same response)"} {
+		"served (record 0, earlier turn)", "served (record 5, same response)", "Refunds billing actually made: 1\n"} {
 		assert.Contains(t, stdout, want)
 	}
 	thread := regexp.MustCompile(`Run 1 \((\S+)\)`).FindStringSubmatch(stdout)
@@ -97,5 +97,7 @@ func TestCLIDemoHistoryReplayInspect(t *testing.T) {
 	stdout, stderr, code = runCLI(t, "inspect", thread[1], "--address", server.Address())
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "agent support: 9 records")
-	assert.Regexp(t, `served \(from 0\)`, stdout)
+	// One word for a served call: the table and the log say the same.
+	assert.Contains(t, stdout, "served (record 0, earlier turn)")
+	assert.NotContains(t, stdout, "cached")
 }

@@ -297,7 +297,7 @@ func TestCLIChat(t *testing.T) {
 	lines, sum := parseTrace(t, stdout)
 	require.Len(t, lines, 2)
 	assert.Equal(t, "cached", string(lines[1].Outcome))
-	// It ends with FORMAT.md's summary line, as 'tulip run --json' does.
+	// It ends with docs/scenarios.md's summary line, as 'tulip run --json' does.
 	assert.Equal(t, 1, sum.BodyInvocations["issue_refund"])
 	require.Len(t, sum.Runs, 1)
 	assert.Equal(t, "completed", sum.Runs[0].Status)

@@ -27,15 +27,6 @@ import (
 
 const historiesDir = "testdata/histories"
 
-func pluginReplayer(t testing.TB) sdkworker.WorkflowReplayer {
-	t.Helper()
-	plugin, err := tworker.NewPlugin(cli.ReplayOptions())
-	require.NoError(t, err)
-	r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
-	require.NoError(t, err)
-	return r
-}
-
 // TestReplayHistories replays every recorded history with the plugin
 // installed (and the sticky cache off, see TestMain): workflow and
 // interceptor changes must keep them replaying. testdata/histories holds
@@ -50,11 +41,10 @@ func TestReplayHistories(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, v1, 9, "the frozen v1 histories are checked in")
 	files := append(current, v1...)
-	r := pluginReplayer(t)
 	for _, f := range files {
 		name, _ := filepath.Rel(historiesDir, f)
 		t.Run(name, func(t *testing.T) {
-			assert.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(quietLogger(), f))
+			assert.NoError(t, tworker.ReplayHistories(cli.ReplayOptions(), tworker.ReplayOptions{}, f))
 		})
 	}
 }
@@ -65,11 +55,14 @@ func TestReplayHistories(t *testing.T) {
 // replayer must say so; `tulip replay` must exit 1 naming the file.
 func TestReplayBadHistory(t *testing.T) {
 	bad := filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json")
-	err := pluginReplayer(t).ReplayWorkflowHistoryFromJSONFile(quietLogger(), bad)
-	require.Error(t, err)
+	err := tworker.ReplayHistories(cli.ReplayOptions(), tworker.ReplayOptions{}, bad)
+	var re *tworker.ReplayError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, bad, re.File)
 	// The SDK exports no type for this failure; TMPRL1100 is its documented
 	// code for nondeterminism.
 	assert.Contains(t, err.Error(), "TMPRL1100")
+	assert.NotContains(t, err.Error(), "\n", "one line")
 	t.Log(err)
 
 	// The same history replays without the interceptor: the failure is the
@@ -80,10 +73,16 @@ func TestReplayBadHistory(t *testing.T) {
 	assert.NoError(t, plain.ReplayWorkflowHistoryFromJSONFile(quietLogger(), bad))
 
 	good, _ := filepath.Glob(filepath.Join(historiesDir, "*.json"))
+	t.Setenv("TULIP_LOG_LEVEL", "")
 	stdout, stderr, code := runCLI(t, append([]string{"replay", bad}, good[0])...)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, bad)
 	assert.Contains(t, stdout, "ok   "+good[0])
+	// Two lines: the file with the event that differed, and where to go
+	// for your own workflows. No stack trace.
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	require.Len(t, lines, 2, stderr)
+	assert.Equal(t, "tulip: "+bad+": replay failed: [TMPRL1100] lookup failed for scheduledEventID to activityID: scheduleEventID: 31, activityID: 31", lines[0])
+	assert.Contains(t, lines[1], "worker.ReplayHistories")
 }
 
 func writeHistory(t *testing.T, c client.Client, h agent.Handle, path string) {

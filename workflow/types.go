@@ -1,6 +1,6 @@
 // Package workflow is the agent run: a Temporal workflow that calls the
 // model through an activity and handles each tool call in the order of
-// RULES.md (reject, before-hooks, cancel, interrupt, match, execute), until
+// docs/rules.md (reject, before-hooks, cancel, interrupt, match, execute), until
 // a final answer or the turn limit.
 //
 // Matching and recording happen in the dedup interceptor (package
@@ -148,7 +148,7 @@ type Segment struct {
 // Outcome is how a tool call was settled (the trace's outcome).
 type Outcome string
 
-// The outcomes of FORMAT.md.
+// The outcomes of docs/scenarios.md.
 const (
 	OutcomeExecuted  Outcome = "executed"
 	OutcomeCached    Outcome = "cached"

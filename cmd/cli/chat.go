@@ -95,7 +95,7 @@ func (e *env) report(h agent.Handle, res *workflow.RunResult, err error, c *conn
 	}
 	e.printRun(res, asJSON)
 	if asJSON {
-		// FORMAT.md's summary line, as 'tulip run --json' ends.
+		// docs/scenarios.md's summary line, as 'tulip run --json' ends.
 		st := scenario.RunStatus{Run: 1, WorkflowID: h.WorkflowID, Status: res.Status}
 		if err != nil {
 			st.Status, st.Error = workflow.StatusFailed, err.Error()

@@ -32,7 +32,7 @@ const usage = `tulip: LLM-agent tool calls that are safe to repeat, on Temporal.
 Usage:
   tulip demo [--address A]              run the refund story on an embedded server
   tulip dev [--db FILE] [--port N]      embedded server + demo worker; stays up
-  tulip run --scenario FILE [--json]    play a scenario (FORMAT.md) and print its trace
+  tulip run --scenario FILE [--json]    play a scenario (docs/scenarios.md) and print its trace
   tulip chat --base-url URL --model M "message"
                                         run the support agent against an OpenAI-compatible model
   tulip inspect THREAD [--agent A] [--json]
@@ -129,12 +129,19 @@ func (e *env) progress(format string, a ...any) {
 	fmt.Fprintf(e.stderr, format+"\n", a...)
 }
 
+// flagSet is a command's flags, and how to print its help.
+type flagSet struct {
+	*flag.FlagSet
+	help func()
+}
+
 // flags makes a flag set whose errors come back as usage errors, and
 // whose -h/--help prints its flags to stdout (exit 0).
-func (e *env) flags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("tulip "+name, flag.ContinueOnError)
+func (e *env) flags(name string) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet("tulip "+name, flag.ContinueOnError)}
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
+	fs.Usage = func() {}
+	fs.help = func() {
 		fmt.Fprintf(e.stdout, "usage: tulip %s [flags]%s\n\nflags:\n", name, helpArgs[name])
 		fs.SetOutput(e.stdout)
 		fs.PrintDefaults()
@@ -149,12 +156,13 @@ var helpArgs = map[string]string{
 	"inspect": " THREAD", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
+func parse(fs *flagSet, args []string) error {
 	// Allow flags after positional arguments: tulip inspect T --agent a.
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fs.help()
 				return exitCode(0)
 			}
 			return usageError{err.Error()}
@@ -173,7 +181,7 @@ type conn struct {
 	address, namespace string
 }
 
-func (e *env) connFlags(fs *flag.FlagSet) *conn {
+func (e *env) connFlags(fs *flagSet) *conn {
 	c := &conn{}
 	fs.StringVar(&c.address, "address", "", "Temporal frontend host:port (default $TEMPORAL_ADDRESS, else an embedded server where the command allows)")
 	fs.StringVar(&c.namespace, "namespace", "", "Temporal namespace (default $TEMPORAL_NAMESPACE, else \"default\")")

@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"log/slog"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +13,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -179,37 +178,35 @@ func (e *env) replay(args []string) error {
 	if fs.NArg() == 0 {
 		return usageError{"usage: tulip replay FILE..."}
 	}
-	plugin, err := tworker.NewPlugin(ReplayOptions())
-	if err != nil {
-		return err
-	}
-	ropts := sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}}
+	ro := tworker.ReplayOptions{}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)
 		if err != nil {
 			return err
 		}
-		ropts.ExternalStorage = blobstore.ExternalStorage(d, 0)
+		ro.Replayer.ExternalStorage = blobstore.ExternalStorage(d, 0)
 	}
-	replayer, err := sdkworker.NewWorkflowReplayerWithOptions(ropts)
-	if err != nil {
-		return err
+	if e.logLevel(slog.LevelError+4) <= slog.LevelDebug {
+		ro.Logger = e.logger() // the SDK's stack traces, on request
 	}
-	failed := 0
+	missing, failed := 0, 0
 	for _, f := range fs.Args() {
 		if _, err := os.Stat(f); err != nil {
 			fmt.Fprintf(e.stderr, "tulip: %s: %v\n", f, err)
-			failed++
+			missing++
 			continue
 		}
-		if err := replayer.ReplayWorkflowHistoryFromJSONFile(e.logger(), f); err != nil {
-			fmt.Fprintf(e.stderr, "tulip: %s: replay failed: %s\n", f, oneLine(err.Error()))
+		if err := tworker.ReplayHistories(ReplayOptions(), ro, f); err != nil {
+			fmt.Fprintln(e.stderr, "tulip: "+oneLine(err.Error()))
 			failed++
 			continue
 		}
 		fmt.Fprintf(e.stdout, "ok   %s\n", f)
 	}
 	if failed > 0 {
+		fmt.Fprintln(e.stderr, "tulip: replay uses the demo toolbox and hooks; replay your own workflows with worker.ReplayHistories (README, Replay testing)")
+	}
+	if missing+failed > 0 {
 		return exitCode(1)
 	}
 	return nil

@@ -20,8 +20,8 @@ import (
 func (e *env) run(args []string) error {
 	fs := e.flags("run")
 	c := e.connFlags(fs)
-	file := fs.String("scenario", "", "scenario file (FORMAT.md), or a conformance case")
-	asJSON := fs.Bool("json", false, "print the trace as JSON lines (FORMAT.md)")
+	file := fs.String("scenario", "", "scenario file (docs/scenarios.md), or a conformance case")
+	asJSON := fs.Bool("json", false, "print the trace as JSON lines (docs/scenarios.md)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func clip(s string, n int) string {
 }
 
 // servedFrom is how tables say that a call was served from the log: the
-// same words for trace lines (whose JSON outcome is FORMAT.md's "cached")
+// same words for trace lines (whose JSON outcome is docs/scenarios.md's "cached")
 // and for log records (origin "served").
 func servedFrom(seq int, rel dedup.Relation) string {
 	return fmt.Sprintf("served (record %d, %s)", seq, strings.ReplaceAll(string(rel), "_", " "))
