@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/temporalproto"
+	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
@@ -170,11 +173,31 @@ func TestOpenAIReEmittedRefundRunsOnce(t *testing.T) {
 	assert.Contains(t, served["content"], `"served_from_log":true`)
 	assert.Contains(t, served["content"], `"refund_id":"rf-1"`)
 
-	// The API key went to the endpoint, and never into history.
+	// The API key went to the endpoint, and never into history: every
+	// payload of the history is decoded before the search (in the history's
+	// JSON they are base64, where a plain search finds nothing).
 	assert.Equal(t, "Bearer sk-test-secret", f.authHdr[0])
-	hist, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(history(t, dial(t, server.Address()), h.WorkflowID, h.RunID))
+	text := payloadText(t, history(t, dial(t, server.Address()), h.WorkflowID, h.RunID))
+	assert.Contains(t, text, "Refunded.", "control: the decoded payloads hold the model's answer")
+	assert.Contains(t, text, `"refund_id":"rf-1"`, "control: and the tool's result")
+	assert.NotContains(t, text, "sk-test-secret")
+}
+
+// payloadText is the decoded data of every payload in a history, one per
+// line.
+func payloadText(t testing.TB, h *historypb.History) string {
+	var sb strings.Builder
+	err := proxy.VisitPayloads(context.Background(), h, proxy.VisitPayloadsOptions{
+		Visitor: func(_ *proxy.VisitPayloadsContext, ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			for _, p := range ps {
+				sb.Write(p.GetData())
+				sb.WriteByte('\n')
+			}
+			return ps, nil
+		},
+	})
 	require.NoError(t, err)
-	assert.NotContains(t, string(hist), "sk-test-secret")
+	return sb.String()
 }
 
 // Azure OpenAI takes its key in an api-key header.
