@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,7 @@ type fakeOpenAI struct {
 	script  []func(w http.ResponseWriter)
 	bodies  []map[string]any
 	authHdr []string
+	headers []http.Header
 }
 
 func newFakeOpenAI(t *testing.T, script ...func(w http.ResponseWriter)) *fakeOpenAI {
@@ -53,6 +55,7 @@ func newFakeOpenAI(t *testing.T, script ...func(w http.ResponseWriter)) *fakeOpe
 		i := len(f.bodies)
 		f.bodies = append(f.bodies, body)
 		f.authHdr = append(f.authHdr, r.Header.Get("Authorization"))
+		f.headers = append(f.headers, r.Header.Clone())
 		f.mu.Unlock()
 		if i >= len(f.script) {
 			reply(200, `{"choices":[{"message":{"role":"assistant","content":"(script ended)"}}]}`)(w)
@@ -345,20 +348,31 @@ func TestCLIChatInterruptThenResumeInALaterProcess(t *testing.T) {
 		answer("Isolated."),
 	)
 	db := t.TempDir() + "/chat.db"
+	// An Azure-style endpoint: the key in an api-key header, from a
+	// variable of the user's choosing.
+	t.Setenv("TULIP_TEST_AZURE_KEY", "azure-secret")
 	stdout, stderr, code := runCLI(t, "chat", "--base-url", f.URL+"/v1", "--model", "m", "--json", "--db", db,
+		"--api-key-env", "TULIP_TEST_AZURE_KEY", "--api-key-header", "api-key",
 		"--thread", "incident-7", "--hooks", "approve_isolate_host", "isolate web-1")
 	t.Logf("chat stderr:\n%s\nstdout:\n%s", stderr, stdout)
 	require.Equal(t, 0, code, stderr)
 	lines, _ := parseTrace(t, stdout)
 	require.Len(t, lines, 1)
 	assert.Equal(t, "held", string(lines[0].Outcome))
-	assert.Contains(t, stderr, "tulip resume incident-7 --interrupt int-1")
 
-	stdout, stderr, code = runCLI(t, "resume", "incident-7", "--interrupt", "int-1", "--answer", "approved", "--perform-dangling",
-		"--db", db, "--base-url", f.URL+"/v1", "--model", "m", "--json")
+	// Run the printed command exactly as printed (plus --json).
+	m := regexp.MustCompile(`(?m)^  tulip (resume .*)$`).FindStringSubmatch(stderr)
+	require.Len(t, m, 2, stderr)
+	printed := strings.Fields(m[1])
+	assert.Equal(t, []string{"resume", "incident-7", "--interrupt", "int-1"}, printed[:4])
+	stdout, stderr, code = runCLI(t, append(printed, "--json")...)
 	require.Equal(t, 0, code, stderr)
 	lines, _ = parseTrace(t, stdout)
 	require.Len(t, lines, 2)
 	assert.Equal(t, "dangling", string(lines[1].Outcome))
-	assert.Len(t, f.requests(), 2)
+	require.Len(t, f.requests(), 2)
+	for i, h := range f.headers {
+		assert.Equal(t, "azure-secret", h.Get("api-key"), "request %d", i)
+		assert.Empty(t, h.Get("Authorization"), "request %d", i)
+	}
 }

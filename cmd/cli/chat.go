@@ -139,14 +139,33 @@ func (e *env) explainInterrupt(h agent.Handle, res *workflow.RunResult, c *conn,
 	for _, call := range in.Held {
 		fmt.Fprintf(e.stderr, "  held: %s %s(%s)\n", call.ID, call.Name, call.Arguments)
 	}
-	where := "--address " + c.address
+	where := "--address " + shellQuote(c.address)
 	if c.address == "" {
-		where = fmt.Sprintf("--db %s --base-url %s --model %s", db, mf.baseURL, mf.model)
+		where = fmt.Sprintf("--db %s --base-url %s --model %s", shellQuote(db), shellQuote(mf.baseURL), shellQuote(mf.model))
+		if mf.apiKeyEnv != "" && mf.apiKeyEnv != "OPENAI_API_KEY" {
+			where += " --api-key-env " + shellQuote(mf.apiKeyEnv)
+		}
+		if mf.keyHeader != "" {
+			where += " --api-key-header " + shellQuote(mf.keyHeader)
+		}
 		if db == "" {
 			fmt.Fprintln(e.stderr, "this embedded server keeps nothing: run chat with --db FILE to resume in a later process")
 			return nil
 		}
 	}
-	fmt.Fprintf(e.stderr, "resume it with:\n  tulip resume %s --interrupt %s --answer approved --perform-dangling %s\n", h.WorkflowID, in.ID, where)
+	if c.namespace != "" {
+		where += " --namespace " + shellQuote(c.namespace)
+	}
+	fmt.Fprintf(e.stderr, "resume it with:\n  tulip resume %s --interrupt %s --answer approved --perform-dangling %s\n", shellQuote(h.WorkflowID), shellQuote(in.ID), where)
 	return nil
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

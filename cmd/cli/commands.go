@@ -224,6 +224,7 @@ func (e *env) resume(args []string) error {
 	fs.StringVar(&mf.baseURL, "base-url", "", "with --db: the chat model's API root")
 	fs.StringVar(&mf.model, "model", "", "with --db: the chat model's name")
 	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "with --db: environment variable with the API key")
+	fs.StringVar(&mf.keyHeader, "api-key-header", "", `with --db: header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
 	asJSON := fs.Bool("json", false, "with --db: print the rest of the trace as JSON lines")
 	if err := parse(fs, args); err != nil {
 		return err
