@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // argText makes a distinct argument object of about size bytes.
@@ -92,6 +93,84 @@ func BenchmarkLookup(b *testing.B) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkLookupRatio computes the README's ratios itself: lookups in a
+// 100,000-record log against a 10-record log, and against the naive map at
+// 100,000, for hits and misses at 100 B and 10 KB. The arms run
+// interleaved, in blocks, after a warm-up, so that none absorbs the
+// warm-up or a slow phase of the machine alone:
+//
+//	go test ./dedup -run '^$' -bench LookupRatio -benchtime 20x
+func BenchmarkLookupRatio(b *testing.B) {
+	type arm struct {
+		l     *Log
+		naive naiveMap
+		cur   int
+	}
+	build := func(n, size int) arm {
+		a := arm{l: NewLog(), naive: naiveMap{}}
+		resp := a.l.BeginResponse()
+		for i := range n {
+			t := argText(i, size)
+			args, err := Parse(t, Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.l.Append(Record{Tool: "issue_refund", Response: resp, Origin: Executed}, args)
+			a.naive[naiveKey("issue_refund", t)] = i
+		}
+		a.cur = a.l.BeginResponse()
+		return a
+	}
+	const block = 200
+	for _, size := range []int{100, 10 << 10} {
+		small, big := build(10, size), build(100000, size)
+		queries := map[string][2]string{ // small, big
+			"hit": {strings.Replace(argText(5, size), `"amount": 120.0`, `"amount": 120`, 1),
+				strings.Replace(argText(50000, size), `"amount": 120.0`, `"amount": 120`, 1)},
+			"miss": {argText(100001, size), argText(100001, size)},
+		}
+		for _, kind := range []string{"hit", "miss"} {
+			q := queries[kind]
+			want := kind == "hit"
+			lookup := func(a arm, text string) time.Duration {
+				start := time.Now()
+				for range block {
+					args, _ := Parse(text, Limits{})
+					if rec, _ := a.l.FindMatchingExecution("issue_refund", args, a.cur); (rec != nil) != want {
+						b.Fatal("wrong answer")
+					}
+				}
+				return time.Since(start)
+			}
+			naive := func(a arm, text string) time.Duration {
+				start := time.Now()
+				for range block {
+					if _, ok := a.naive[naiveKey("issue_refund", text)]; ok != want {
+						b.Fatal("wrong answer")
+					}
+				}
+				return time.Since(start)
+			}
+			b.Run(fmt.Sprintf("%s/args=%dB", kind, size), func(b *testing.B) {
+				for range 5 { // warm-up
+					lookup(small, q[0])
+					lookup(big, q[1])
+					naive(big, q[1])
+				}
+				var ts, tb, tn time.Duration
+				for b.Loop() {
+					ts += lookup(small, q[0])
+					tb += lookup(big, q[1])
+					tn += naive(big, q[1])
+				}
+				b.ReportMetric(float64(tb)/float64(ts), "100k/10")
+				b.ReportMetric(float64(tb)/float64(tn), "dedup/naive@100k")
+				b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N*block), "ns/lookup@100k")
+			})
 		}
 	}
 }

@@ -8,6 +8,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,9 +19,11 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
+	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -76,19 +79,95 @@ func record(b *testing.B, srv *devserver.Server, run scenario.Run, sequential bo
 	return hist
 }
 
+// plainAgent is the same agent loop written plainly with the SDK, no tulip
+// at all: a model turn that returns n calls, the n tool activities at
+// once, a final model turn. It is the baseline a user would compare tulip
+// against.
+func plainAgent(ctx wf.Context, n int) (int, error) {
+	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
+	var calls []activities.ToolCall
+	if err := wf.ExecuteActivity(ao, "plain.Model", 1, n).Get(ctx, &calls); err != nil {
+		return 0, err
+	}
+	futures := make([]wf.Future, len(calls))
+	for i, c := range calls {
+		futures[i] = wf.ExecuteActivity(ao, "plain.Tool", c.Name, c.Arguments)
+	}
+	for _, f := range futures {
+		var out json.RawMessage
+		if err := f.Get(ctx, &out); err != nil {
+			return 0, err
+		}
+	}
+	var none []activities.ToolCall
+	return len(calls), wf.ExecuteActivity(ao, "plain.Model", 2, n).Get(ctx, &none)
+}
+
+func plainModel(_ context.Context, turn, n int) ([]activities.ToolCall, error) {
+	if turn > 1 {
+		return nil, nil
+	}
+	return sequentialRun(n).Turns[0].ToolCalls, nil
+}
+
+func plainTool(_ context.Context, name, args string) (json.RawMessage, error) {
+	var v map[string]any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return nil, err
+	}
+	v["refund_id"] = "rf-1"
+	return json.Marshal(v)
+}
+
+func registerPlain(r interface {
+	RegisterWorkflowWithOptions(any, wf.RegisterOptions)
+}) {
+	r.RegisterWorkflowWithOptions(plainAgent, wf.RegisterOptions{Name: "bench.PlainAgent"})
+}
+
+// recordPlain runs plainAgent with n calls on srv and returns its history.
+func recordPlain(b *testing.B, srv *devserver.Server, n int) *historypb.History {
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet()})
+	require.NoError(b, err)
+	defer c.Close()
+	tq := fmt.Sprintf("bench-plain-%d", time.Now().UnixNano())
+	w := sdkworker.New(c, tq, sdkworker.Options{})
+	registerPlain(w)
+	w.RegisterActivityWithOptions(plainModel, activity.RegisterOptions{Name: "plain.Model"})
+	w.RegisterActivityWithOptions(plainTool, activity.RegisterOptions{Name: "plain.Tool"})
+	require.NoError(b, w.Start())
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: tq}, "bench.PlainAgent", n)
+	require.NoError(b, err)
+	require.NoError(b, run.Get(ctx, nil))
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(b, err)
+		hist.Events = append(hist.Events, ev)
+	}
+	return hist
+}
+
 // BenchmarkReplay replays an N-call history (the calls of one response,
 // run at once) with the plugin, and the same
-// workflow without the dedup interceptor (the baseline), in the same run.
-// The history has no served call, so both issue the same commands; the
-// difference is what dedup costs a replay: parse, hash, look up, record.
+// workflow without the dedup interceptor, and the same agent loop written
+// plainly with the SDK (no tulip at all: plainAgent), in the same run.
+// The history has no served call, so the first two issue the same commands:
+// plugin/without is what the interceptor costs a replay; plugin/plain-sdk
+// is everything tulip adds (parsing, keys, hooks, the log, the trace).
 func BenchmarkReplay(b *testing.B) {
 	// Record first, then stop the server so that its background work does
 	// not run beside the replays being timed.
 	srv, err := devserver.Start(devserver.Options{})
 	require.NoError(b, err)
-	hists := map[int]*historypb.History{}
+	hists, plain := map[int]*historypb.History{}, map[int]*historypb.History{}
 	for _, n := range []int{100, 1000} {
 		hists[n] = record(b, srv, sequentialRun(n), false)
+		plain[n] = recordPlain(b, srv, n)
 	}
 	srv.Stop()
 	for _, n := range []int{100, 1000} {
@@ -100,18 +179,27 @@ func BenchmarkReplay(b *testing.B) {
 		without, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{})
 		require.NoError(b, err)
 		require.NoError(b, tworker.Register(without, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()}))
+		plainReplayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{})
+		require.NoError(b, err)
+		registerPlain(plainReplayer)
 		// Alternate the two replayers in one loop (and their order every
 		// iteration), so that drift (GC state, CPU frequency, other load)
 		// falls on both alike.
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			var spent [2]time.Duration
-			reps := [2]sdkworker.WorkflowReplayer{withPlugin, without}
+			var spent [3]time.Duration
+			reps := [3]sdkworker.WorkflowReplayer{withPlugin, without, plainReplayer}
+			hs := [3]*historypb.History{hist, hist, plain[n]}
+			for range 3 { // warm-up
+				for j := range 3 {
+					require.NoError(b, reps[j].ReplayWorkflowHistory(quiet(), hs[j]))
+				}
+			}
 			i := 0
 			for b.Loop() {
-				for k := range 2 {
-					j := (i + k) % 2
+				for k := range 3 {
+					j := (i + k) % 3
 					start := time.Now()
-					if err := reps[j].ReplayWorkflowHistory(quiet(), hist); err != nil {
+					if err := reps[j].ReplayWorkflowHistory(quiet(), hs[j]); err != nil {
 						b.Fatal(err)
 					}
 					spent[j] += time.Since(start)
@@ -121,6 +209,7 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportMetric(float64(spent[0].Microseconds())/float64(i)/1000, "ms/replay-plugin")
 			b.ReportMetric(float64(spent[1].Microseconds())/float64(i)/1000, "ms/replay-without")
 			b.ReportMetric(float64(spent[0])/float64(spent[1]), "plugin/without")
+			b.ReportMetric(float64(spent[0])/float64(spent[2]), "plugin/plain-sdk")
 			b.ReportMetric(float64(len(hist.Events)), "events")
 		})
 	}
