@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,6 +38,7 @@ type fakeOpenAI struct {
 	bodies  []map[string]any
 	authHdr []string
 	headers []http.Header
+	times   []time.Time
 }
 
 func newFakeOpenAI(t *testing.T, script ...func(w http.ResponseWriter)) *fakeOpenAI {
@@ -56,6 +58,7 @@ func newFakeOpenAI(t *testing.T, script ...func(w http.ResponseWriter)) *fakeOpe
 		f.bodies = append(f.bodies, body)
 		f.authHdr = append(f.authHdr, r.Header.Get("Authorization"))
 		f.headers = append(f.headers, r.Header.Clone())
+		f.times = append(f.times, time.Now())
 		f.mu.Unlock()
 		if i >= len(f.script) {
 			reply(200, `{"choices":[{"message":{"role":"assistant","content":"(script ended)"}}]}`)(w)
@@ -241,17 +244,21 @@ func TestOpenAITwoIdenticalCallsInOneResponse(t *testing.T) {
 	toolMessage(t, f.requests()[1], "call_b")
 }
 
-// 429 is a retryable activity failure (Retry-After honoured): Temporal
-// retries, and the run goes on.
+// 429 is a retryable activity failure, retried after the Retry-After the
+// endpoint asked for (3 s, where the activity's own backoff would wait 1 s),
+// and the run goes on.
 func TestOpenAI429ThenSuccess(t *testing.T) {
 	f := newFakeOpenAI(t,
-		reply(429, `{"error":{"message":"rate limited"}}`, "Retry-After", "1"),
+		reply(429, `{"error":{"message":"rate limited"}}`, "Retry-After", "3"),
 		answer("Hello."),
 	)
 	_, _, res, err := runOpenAI(t, f)
 	require.NoError(t, err)
 	assert.Equal(t, "Hello.", res.Answer)
-	assert.Len(t, f.requests(), 2)
+	require.Len(t, f.requests(), 2)
+	gap := f.times[1].Sub(f.times[0])
+	assert.GreaterOrEqual(t, gap, 2900*time.Millisecond, "the retry waited for Retry-After")
+	t.Logf("retried after %s", gap.Round(time.Millisecond))
 }
 
 // hasErrorType walks err's chain for an ApplicationError of type typ.
