@@ -139,6 +139,10 @@ func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Ser
 		}
 	}
 	require.Len(t, made, 1, "trial %d: refunds at billing for %s", i, order)
+	// The key billing saw is the stable one, at every crash point: a key
+	// that changed per attempt would show here even where the crash came
+	// before billing or after the activity completed.
+	assert.Equal(t, "refund:"+order+":120:v1", bill.KeyOf(made[0].RefundID), "trial %d: the key billing got", i)
 	recs, err := agent.Log(ctxT(t), c, h)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)

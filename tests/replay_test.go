@@ -140,6 +140,13 @@ func TestRecordHistories(t *testing.T) {
 		"resumes": [{"answer": "approved", "perform_dangling": true, "turns": [
 			{"tool_calls": [{"id": "c4", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"}]},
 			{"text": "done"}]}]}]}`))
+	// Three executing calls in one response, run at once: replaying it one
+	// call at a time (the parallel-calls gate ignored) is nondeterministic.
+	play("parallel-calls", parse(`{"runs": [{"turns": [
+		{"tool_calls": [{"id": "c1", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"},
+		                {"id": "c2", "name": "lookup_order", "arguments": "{\"order_id\": \"ord-1\"}"},
+		                {"id": "c3", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"}]},
+		{"text": "done"}]}]}`))
 	play("reject-cancel-error", parse(`{"runs": [{"hooks": ["block_page_oncall", "upper_order_id"], "turns": [
 		{"tool_calls": [{"id": "c1", "name": "drop_database", "arguments": "{}"},
 		                {"id": "c2", "name": "issue_refund", "arguments": "{\"order_id\": "},

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -264,4 +265,29 @@ func TestCallsOfAResponseRunAtOnce(t *testing.T) {
 		assert.Equal(t, string(res.Trace[0].Result), string(res.Trace[3].Result))
 		assert.Equal(t, 3, ran, "three bodies ran")
 	}
+}
+
+// The embedded server applies the dynamic config it is given (the same
+// way it applies its tuned defaults): with continue-as-new suggested after
+// 20 history events, a run of a few turns follows the suggestion; on the
+// shared server (Temporal's default, 4,096 events) the same run does not.
+func TestDevserverAppliesDynamicConfig(t *testing.T) {
+	srv, err := devserver.Start(devserver.Options{DynamicConfig: map[string]any{"limit.historyCount.suggestContinueAsNew": 20}})
+	require.NoError(t, err)
+	defer srv.Stop()
+	run := scenario.Run{}
+	for i := range 6 {
+		run.Turns = append(run.Turns, turn(call(fmt.Sprintf("c%d", i), "mint_case_id", "{}")))
+	}
+	continued := map[string]int{}
+	for name, s := range map[string]*devserver.Server{"suggest at 20": srv, "default": server} {
+		c := dial(t, s.Address())
+		tb := demo.NewToolbox()
+		_, res := runScript(t, c, tb, run, agent.RunOptions{})
+		require.Equal(t, workflow.StatusCompleted, res.Status, name)
+		require.Len(t, res.Trace, 6, name)
+		continued[name] = res.ContinuedAsNew
+	}
+	assert.GreaterOrEqual(t, continued["suggest at 20"], 1)
+	assert.Equal(t, 0, continued["default"])
 }

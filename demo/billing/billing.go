@@ -76,6 +76,19 @@ func (s *Server) Close() {
 	<-s.stopped
 }
 
+// KeyOf returns the idempotency key the refund with this id was made
+// under ("" when there is none).
+func (s *Server) KeyOf(refundID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.byKey {
+		if e.receipt.RefundID == refundID {
+			return k
+		}
+	}
+	return ""
+}
+
 // Refunds returns the refunds made, in order.
 func (s *Server) Refunds() []Receipt {
 	s.mu.Lock()
