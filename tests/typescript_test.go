@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/scenario"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// TestTypeScriptClient drives the wire protocol with a real non-Go client:
+// the official TypeScript SDK (tests/ts, installed from npm by this test
+// when it is not yet). A plain start with the documented fields continues
+// the thread and serves its refund; a misspelled field is refused with
+// tulip.BadInput; the tulip.log query answers.
+func TestTypeScriptClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "node is needed for the TypeScript protocol test")
+	dir, err := filepath.Abs("ts")
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@temporalio", "client")); err != nil {
+		npm, err := exec.LookPath("npm")
+		require.NoError(t, err, "npm is needed to install @temporalio/client")
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "npm ci: %s", out)
+	}
+
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "second": second.Model()})
+	thread := threadID(t)
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+
+	cmd := exec.CommandContext(ctxT(t), node, filepath.Join(dir, "thread.mjs"), server.Address(), tq, thread, "second")
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.Output()
+	require.NoError(t, err)
+	var out struct {
+		Result workflow.RunResult `json:"result"`
+		Bad    *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"bad"`
+		Log []dedup.Record `json:"log"`
+	}
+	require.NoError(t, json.Unmarshal(stdout, &out), "%s", stdout)
+	require.Len(t, out.Result.Trace, 1)
+	assert.Equal(t, workflow.OutcomeCached, out.Result.Trace[0].Outcome, "the TypeScript-started run continued the thread")
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+	require.NotNil(t, out.Bad)
+	assert.Equal(t, activities.ErrBadInput, out.Bad.Type)
+	assert.Contains(t, out.Bad.Message, `unknown field "threadId"`)
+	require.Len(t, out.Log, 2)
+	assert.Equal(t, dedup.Served, out.Log[1].Origin)
+}
