@@ -3,6 +3,9 @@ package activities
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -61,6 +64,14 @@ type ModelResponse struct {
 	// this response's calls are handled (scripted scenarios use them).
 	InstallHooks []string `json:"install_hooks,omitempty"`
 	RemoveHooks  []string `json:"remove_hooks,omitempty"`
+	// Usage is the tokens the model reports for this response, if any.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is a model response's token counts.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
 }
 
 // Model produces an agent's responses. It runs in an activity, so it may
@@ -179,7 +190,20 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	if m.Policy != nil {
 		req.Messages = m.Policy(req.Messages)
 	}
+	start := time.Now()
 	resp, err := model.Respond(ctx, req)
+	if activity.IsActivity(ctx) {
+		mh := activity.GetMetricsHandler(ctx)
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		mh.WithTags(map[string]string{"model": in.Model, "outcome": outcome}).Timer(MetricModelLatency).Record(time.Since(start))
+		if u := resp.Usage; err == nil && u != nil {
+			mh.WithTags(map[string]string{"model": in.Model, "kind": "prompt"}).Counter(MetricModelTokens).Inc(int64(u.PromptTokens))
+			mh.WithTags(map[string]string{"model": in.Model, "kind": "completion"}).Counter(MetricModelTokens).Inc(int64(u.CompletionTokens))
+		}
+	}
 	if err == nil && in.Cursor {
 		// The workflow adds this response to the conversation as it is;
 		// the next call's cursor starts after it, so it enters history

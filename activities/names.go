@@ -33,6 +33,20 @@ const (
 // ToolActivityName is the activity name of the tool named tool.
 func ToolActivityName(tool string) string { return ToolActivityPrefix + tool }
 
+// Metric names of the activities, emitted through the SDK's metrics
+// handler (the workflow's are in package workflow).
+const (
+	// MetricToolLatency times one attempt of a tool body; tags tool,
+	// outcome (ok, error).
+	MetricToolLatency = "tulip_tool_latency"
+	// MetricModelLatency times one attempt of a model call; tags model,
+	// outcome.
+	MetricModelLatency = "tulip_model_latency"
+	// MetricModelTokens counts the tokens a model reports; tags model, kind
+	// (prompt, completion).
+	MetricModelTokens = "tulip_model_tokens"
+)
+
 // Stable temporal.ApplicationError types raised by tulip. Deterministic
 // failures are non-retryable.
 const (

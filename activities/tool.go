@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -122,7 +123,16 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 				fmt.Sprintf("tool %s: arguments do not decode: %v", spec.Name, err), ErrArgumentDecode, err)
 		}
 		ctx = context.WithValue(ctx, callKey{}, &in)
+		start := time.Now()
 		res, err := body(ctx, args)
+		if activity.IsActivity(ctx) {
+			outcome := "ok"
+			if err != nil {
+				outcome = "error"
+			}
+			activity.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": spec.Name, "outcome": outcome}).
+				Timer(MetricToolLatency).Record(time.Since(start))
+		}
 		if err != nil {
 			return ToolOutput{}, err
 		}

@@ -137,6 +137,7 @@ type wireResponse struct {
 	Choices []struct {
 		Message wireMessage `json:"message"`
 	} `json:"choices"`
+	Usage *activities.Usage `json:"usage"`
 }
 
 func str(s string) *string { return &s }
@@ -273,7 +274,7 @@ func parseResponse(data []byte) (activities.ModelResponse, error) {
 		return activities.ModelResponse{}, badResponse("no choices")
 	}
 	msg := w.Choices[0].Message
-	out := activities.ModelResponse{}
+	out := activities.ModelResponse{Usage: w.Usage}
 	if msg.Content != nil {
 		out.Text = *msg.Content
 	}

@@ -51,10 +51,15 @@ type Options struct {
 	// stores large payloads externally (client.Options.ExternalStorage,
 	// see package blobstore).
 	PayloadLimit int
+	// Observer receives each tool-call decision and model call once, never
+	// during replay (an OpenTelemetry one: github.com/tulip-temporal/tulip/otel).
+	// Zero value: none. Metrics go to the client's MetricsHandler either way.
+	Observer workflow.Observer
 }
 
 func (o Options) config() workflow.Config {
-	return workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit}
+	return workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit,
+		Observer: o.Observer}
 }
 
 // Registry is what Register needs: a worker, a workflow replayer, a test

@@ -46,13 +46,14 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 			}
 			st.msg = toolMessage(st.line.CallID, st.line.Result, st.line.Error, st.call.ServedFrom != nil)
 		}
-		r.addTrace(st.line, st.msg)
+		r.addTrace(ctx, st.line, st.msg)
 	}
 }
 
-func (r *run) addTrace(l TraceLine, msg activities.Message) {
+func (r *run) addTrace(ctx wf.Context, l TraceLine, msg activities.Message) {
 	r.trace = append(r.trace, l)
 	r.addMessage(msg)
+	r.observeLine(ctx, l)
 }
 
 func errText(s string) *string { return &s }

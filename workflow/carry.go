@@ -64,6 +64,12 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 	if err := r.checkSize(ctx, "the continue-as-new state", next); err != nil {
 		return err
 	}
+	size := 0
+	for _, seg := range segs {
+		size += len(seg)
+	}
+	r.count(ctx, MetricContinuedAsNew, 1)
+	r.gauge(ctx, MetricStateBytes, size, "continue_as_new")
 	return wf.NewContinueAsNewError(ctx, WorkflowName, args...)
 }
 

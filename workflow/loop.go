@@ -32,9 +32,12 @@ func (r *run) loop(ctx wf.Context) error {
 		r.phaseTurn++
 		r.drainSignals(ctx)
 		var resp activities.ModelResponse
+		start := wf.Now(ctx)
 		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, r.modelInput()).Get(ctx, &resp); err != nil {
+			r.observeModel(ctx, start, 0, true)
 			return err
 		}
+		r.observeModel(ctx, start, len(resp.ToolCalls), false)
 		if err := r.changeHooks(HooksInput{Install: resp.InstallHooks, Remove: resp.RemoveHooks}); err != nil {
 			return err
 		}

@@ -169,8 +169,11 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 		} else if a, err := dedup.Parse(call.Arguments, r.in.Limits); err == nil {
 			args = json.RawMessage(a.Text())
 		}
-		r.trace = append(r.trace, TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld})
+		l := TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld}
+		r.trace = append(r.trace, l)
+		r.observeLine(ctx, l)
 	}
+	r.count(ctx, MetricInterruptsOpened, 1, "hook", hook)
 	r.status = StatusInterrupted
 	// Publish the interrupt durably (runs recorded before this change
 	// replay without the memo).
@@ -191,6 +194,7 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 		}
 	}
 	resume := r.pending
+	r.count(ctx, MetricInterruptsResumed, 1, "hook", hook)
 	r.pending, r.interrupt, r.status = nil, nil, StatusRunning
 	if memo {
 		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {

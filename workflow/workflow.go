@@ -30,6 +30,10 @@ type Config struct {
 	// stores large payloads externally). A positive value is at least
 	// MinPayloadLimit.
 	PayloadLimit int
+	// Observer receives each tool-call decision and model call once (never
+	// during replay). Zero value: none; metrics go to the SDK's metrics
+	// handler either way.
+	Observer Observer
 }
 
 // DefaultPayloadLimit is a little under Temporal's default 2 MiB blob limit.

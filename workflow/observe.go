@@ -1,0 +1,142 @@
+package workflow
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/dedup"
+)
+
+// Metric names, emitted through the SDK's metrics handler (so a Prometheus
+// or OpenTelemetry handler on the client receives them). Workflow metrics
+// are not recorded during replay: a run counts each decision once, however
+// often a worker replays it.
+const (
+	// MetricToolCalls counts tool-call decisions; tags tool, agent,
+	// outcome (the trace's), relation (for served calls).
+	MetricToolCalls = "tulip_tool_calls"
+	// MetricServedCalls counts calls served from the log: side effects
+	// prevented. Tags tool, agent, relation.
+	MetricServedCalls = "tulip_served_calls"
+	// MetricInterruptsOpened and MetricInterruptsResumed count interrupts;
+	// tags agent, hook.
+	MetricInterruptsOpened  = "tulip_interrupts_opened"
+	MetricInterruptsResumed = "tulip_interrupts_resumed"
+	// MetricContinuedAsNew counts continue-as-new steps; tag agent.
+	MetricContinuedAsNew = "tulip_continued_as_new"
+	// MetricStateBytes is the size of the state a run carries into its
+	// continuation or leaves to its thread; tags agent, kind
+	// (continue_as_new, checkpoint).
+	MetricStateBytes = "tulip_state_bytes"
+	// MetricModelTurnLatency is the time from scheduling a model call to
+	// its answer, as the workflow saw it; tags agent, model.
+	MetricModelTurnLatency = "tulip_model_turn_latency"
+)
+
+// Decision is one tool-call decision, for an Observer: no arguments and no
+// results (they may be secret), the downstream key only as a hash.
+type Decision struct {
+	WorkflowID, RunID string
+	Agent, Thread     string
+	Turn              int
+	CallID, Tool      string
+	Outcome           Outcome
+	Relation          dedup.Relation
+	// ServedFrom is the record a served call was served from, or -1.
+	ServedFrom int
+	// KeyHash is the first 16 hex digits of SHA-256 of the downstream key
+	// ("" without one).
+	KeyHash string
+	// Error is the outcome's error type or message head, when it failed.
+	Failed bool
+	// At is the workflow time of the decision.
+	At time.Time
+}
+
+// ModelCall is one model call, for an Observer.
+type ModelCall struct {
+	WorkflowID, RunID string
+	Agent, Model      string
+	Turn              int
+	Calls             int // tool calls in the answer
+	Start, End        time.Time
+	Failed            bool
+}
+
+// Observer receives each decision and model call once: never during
+// replay. It runs in workflow code, so it must not block; an OpenTelemetry
+// observer that makes a span per decision is in the module
+// github.com/tulip-temporal/tulip/otel.
+type Observer interface {
+	Decision(Decision)
+	ModelCall(ModelCall)
+}
+
+// observeLine reports a settled (or held) trace line: metrics and the
+// observer.
+func (r *run) observeLine(ctx wf.Context, l TraceLine) {
+	if !r.v2 {
+		return
+	}
+	mh := wf.GetMetricsHandler(ctx)
+	tags := map[string]string{"tool": l.Tool, "agent": r.in.Agent, "outcome": string(l.Outcome), "relation": string(l.Relation)}
+	mh.WithTags(tags).Counter(MetricToolCalls).Inc(1)
+	if l.Outcome == OutcomeCached {
+		mh.WithTags(map[string]string{"tool": l.Tool, "agent": r.in.Agent, "relation": string(l.Relation)}).Counter(MetricServedCalls).Inc(1)
+	}
+	if r.cfg.Observer == nil || wf.IsReplaying(ctx) {
+		return
+	}
+	info := wf.GetInfo(ctx)
+	d := Decision{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Agent: r.in.Agent, Thread: r.in.ThreadID,
+		Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, Relation: l.Relation, ServedFrom: -1,
+		Failed: l.Error != nil, At: wf.Now(ctx)}
+	if l.ServedFrom != nil {
+		d.ServedFrom = *l.ServedFrom
+	}
+	if l.Key != "" {
+		sum := sha256.Sum256([]byte(l.Key))
+		d.KeyHash = hex.EncodeToString(sum[:8])
+	}
+	r.cfg.Observer.Decision(d)
+}
+
+// observeModel reports a model call.
+func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, failed bool) {
+	if !r.v2 {
+		return
+	}
+	end := wf.Now(ctx)
+	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "model": r.in.Model}).
+		Timer(MetricModelTurnLatency).Record(end.Sub(start))
+	if r.cfg.Observer == nil || wf.IsReplaying(ctx) {
+		return
+	}
+	info := wf.GetInfo(ctx)
+	r.cfg.Observer.ModelCall(ModelCall{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		Agent: r.in.Agent, Model: r.in.Model, Turn: r.turn, Calls: calls, Start: start, End: end, Failed: failed})
+}
+
+// count adds n to a counter tagged with the agent and more.
+func (r *run) count(ctx wf.Context, name string, n int64, tags ...string) {
+	if !r.v2 {
+		return
+	}
+	m := map[string]string{"agent": r.in.Agent}
+	for i := 0; i+1 < len(tags); i += 2 {
+		m[tags[i]] = tags[i+1]
+	}
+	wf.GetMetricsHandler(ctx).WithTags(m).Counter(name).Inc(n)
+}
+
+// gauge sets a gauge tagged with the agent and kind.
+func (r *run) gauge(ctx wf.Context, name string, v int, kind string) {
+	if !r.v2 {
+		return
+	}
+	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "kind": kind}).Gauge(name).Update(float64(v))
+}
+
