@@ -63,7 +63,7 @@ func (c memCounter) Inc(n int64) {
 	defer c.m.mu.Unlock()
 	c.m.counts[c.key] += n
 }
-func (c memCounter) Update(float64)        { c.Inc(1) }
+func (c memCounter) Update(float64)       { c.Inc(1) }
 func (c memCounter) Record(time.Duration) { c.Inc(1) }
 
 func (m *memMetrics) Counter(name string) client.MetricsCounter { return memCounter{m, m.key(name)} }

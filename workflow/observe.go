@@ -139,4 +139,3 @@ func (r *run) gauge(ctx wf.Context, name string, v int, kind string) {
 	}
 	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "kind": kind}).Gauge(name).Update(float64(v))
 }
-
