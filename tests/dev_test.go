@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,7 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -111,4 +115,52 @@ func TestCLIHelp(t *testing.T) {
 	stdout, _, code := runCLI(t, "help")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "--help")
+}
+
+// `tulip dev --metrics-port` serves Prometheus /metrics for its demo
+// worker: after a run on it, tulip's decision counters (and the SDK's own
+// metrics) are there.
+func TestCLIDevMetrics(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- cli.Main(ctx, []string{"dev", "--port", "0", "--metrics-port", "0"}, &out, &errb) }()
+	addrRe := regexp.MustCompile(`--address (\S+)`)
+	urlRe := regexp.MustCompile(`metrics \(Prometheus\): (\S+)`)
+	var addr, url string
+	require.Eventually(t, func() bool {
+		if m := urlRe.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		if m := addrRe.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != "" && url != ""
+	}, 30*time.Second, 20*time.Millisecond, "dev printed no address; stderr: %s", errb.String())
+
+	c := dial(t, addr)
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", Message: "refund"})
+	require.NoError(t, err)
+	served := 0
+	for _, l := range res.Trace {
+		if l.Outcome == workflow.OutcomeCached {
+			served++
+		}
+	}
+	require.Greater(t, served, 0)
+
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	text := string(body)
+	assert.Regexp(t, `tulip_tool_calls_total\{.*outcome="cached".*tool="issue_refund".*\} 1`, text)
+	assert.Regexp(t, `(?m)^tulip_served_calls_total\{[^}]*relation="same_response"[^}]*tool="page_oncall"[^}]*\} 1$`, text)
+	assert.Regexp(t, `(?m)^tulip_tool_calls_total\{[^}]*outcome="executed"[^}]*tool="mint_case_id"[^}]*\} 2$`, text)
+	assert.Contains(t, text, "tulip_tool_latency_seconds_bucket")
+	assert.Contains(t, text, "temporal_", "the SDK's own metrics")
+	cancel()
+	<-done
 }

@@ -7,6 +7,8 @@ require (
 	github.com/tulip-temporal/tulip v0.0.0
 	github.com/tulip-temporal/tulip/cmd v0.0.0
 	github.com/tulip-temporal/tulip/devserver v0.0.0
+	github.com/tulip-temporal/tulip/otel v0.0.0
+	go.opentelemetry.io/otel/sdk v1.44.0
 	go.temporal.io/api v1.63.5
 	go.temporal.io/sdk v1.50.0
 	google.golang.org/protobuf v1.36.11
@@ -165,7 +167,6 @@ require (
 	go.opentelemetry.io/otel/exporters/prometheus v0.56.0 // indirect
 	go.opentelemetry.io/otel/log v0.20.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
-	go.opentelemetry.io/otel/sdk v1.44.0 // indirect
 	go.opentelemetry.io/otel/sdk/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.10.0 // indirect
@@ -217,4 +218,5 @@ replace (
 	github.com/tulip-temporal/tulip => ../
 	github.com/tulip-temporal/tulip/cmd => ../cmd
 	github.com/tulip-temporal/tulip/devserver => ../devserver
+	github.com/tulip-temporal/tulip/otel => ../otel
 )

@@ -27,6 +27,8 @@ func TestLibraryDependencies(t *testing.T) {
 	lib := deps("./...")
 	assert.Contains(t, lib, "go.temporal.io/sdk/workflow", "sanity: the listing is real")
 	assert.NotContains(t, lib, "go.temporal.io/server")
+	assert.NotContains(t, lib, "go.opentelemetry.io/otel/sdk", "OpenTelemetry lives in the otel module")
+	assert.NotContains(t, lib, "github.com/prometheus/", "Prometheus lives in the CLI's module")
 	for _, d := range strings.Split(deps("./dedup"), "\n") {
 		assert.False(t, strings.HasPrefix(d, "go.temporal.io/"), "dedup depends on %s", d)
 	}

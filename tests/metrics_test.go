@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,11 +11,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/demo"
+	tulipotel "github.com/tulip-temporal/tulip/otel"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -141,4 +145,58 @@ func TestMetricsCountDecisions(t *testing.T) {
 	_, err = agent.Log(ctxT(t), c, last) // a query: one more replay
 	require.NoError(t, err)
 	check("after a replay")
+}
+
+// One span per decision and per model call, none added by replay: the
+// same demo-shaped run with the OpenTelemetry observer and an in-memory
+// span exporter; a query (a replay) afterwards adds nothing.
+func TestTracingSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	c := dial(t, server.Address())
+	story := demo.RefundStory()
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq),
+		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
+	require.NoError(t, err)
+	count := func() (decisions, models int, served []tracetest.SpanStub) {
+		for _, s := range exp.GetSpans() {
+			switch s.Name {
+			case "tulip.decision":
+				decisions++
+				for _, a := range s.Attributes {
+					if a.Key == "tulip.outcome" && a.Value.AsString() == "cached" {
+						served = append(served, s)
+					}
+				}
+			case "tulip.model":
+				models++
+			}
+		}
+		return decisions, models, served
+	}
+	decisions, models, served := count()
+	assert.Equal(t, len(res.Trace), decisions, "one span per decision")
+	assert.Equal(t, res.Turns, models, "one span per model call")
+	require.NotEmpty(t, served)
+	attrs := map[string]string{}
+	for _, a := range served[0].Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	assert.Equal(t, "issue_refund", attrs["tulip.tool"])
+	assert.Equal(t, "earlier_turn", attrs["tulip.relation"])
+	assert.Equal(t, "0", attrs["tulip.served_from"])
+	assert.Len(t, attrs["tulip.key_hash"], 16)
+	for _, s := range exp.GetSpans() {
+		for _, a := range s.Attributes {
+			assert.NotContains(t, a.Value.Emit(), "ord-4821", "no arguments or results in spans")
+		}
+	}
+	_, err = agent.Log(ctxT(t), c, h) // a replay
+	require.NoError(t, err)
+	d2, m2, _ := count()
+	assert.Equal(t, decisions, d2, "a replay adds no span")
+	assert.Equal(t, models, m2)
 }

@@ -208,8 +208,9 @@ func (e *env) logger() sdklog.Logger {
 // the blob store that keeps its large payloads (nil: none).
 type session struct {
 	client client.Client
-	server *devserver.Server
-	blobs  blobstore.Store
+	server  *devserver.Server
+	blobs   blobstore.Store
+	metrics client.MetricsHandler // nil: none
 }
 
 func (s *session) Close() {
@@ -276,7 +277,7 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 	case local:
 		s.blobs = &blobstore.Memory{}
 	}
-	opts := client.Options{HostPort: addr, Namespace: ns, Logger: e.logger()}
+	opts := client.Options{HostPort: addr, Namespace: ns, Logger: e.logger(), MetricsHandler: s.metrics}
 	if s.blobs != nil {
 		opts.ExternalStorage = blobstore.ExternalStorage(s.blobs, 0)
 	}

@@ -31,18 +31,32 @@ func (e *env) dev(args []string) error {
 	db := fs.String("db", "", "keep the server's state in this SQLite file (default: in memory)")
 	port := fs.Int("port", 7233, "frontend gRPC port (0: a free one)")
 	ns := fs.String("namespace", "default", "namespace to create")
+	metricsPort := fs.Int("metrics-port", -1, "serve Prometheus /metrics for the demo worker on 127.0.0.1:N (0: a free port; default: off)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS]"}
+		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS] [--metrics-port N]"}
+	}
+	var metrics *metricsServer
+	if *metricsPort >= 0 {
+		m, err := startMetrics(*metricsPort)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		metrics = m
 	}
 	srv, err := devserver.Start(devserver.Options{DBFile: *db, Port: *port, Namespace: *ns, LogOutput: e.stderr, LogLevel: e.logLevel(slog.LevelWarn)})
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	s, err := e.dial(&session{}, srv.Address(), *ns, true, *db)
+	sess := &session{}
+	if metrics != nil {
+		sess.metrics = metrics.handler
+	}
+	s, err := e.dial(sess, srv.Address(), *ns, true, *db)
 	if err != nil {
 		return err
 	}
@@ -59,6 +73,9 @@ func (e *env) dev(args []string) error {
 	fmt.Fprintf(e.stdout, "point clients and workers at it: --address %s (or TEMPORAL_ADDRESS=%s)\n", srv.Address(), srv.Address())
 	if *db != "" {
 		fmt.Fprintf(e.stdout, "state is kept in %s\n", *db)
+	}
+	if metrics != nil {
+		fmt.Fprintf(e.stdout, "metrics (Prometheus): %s\n", metrics.url)
 	}
 	fmt.Fprintln(e.stdout, "Ctrl-C stops it.")
 	<-e.ctx.Done()

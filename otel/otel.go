@@ -1,0 +1,158 @@
+// Package otel connects tulip to OpenTelemetry: an Observer that makes one
+// span per tool-call decision and per model call, and a Temporal metrics
+// handler over an OpenTelemetry meter (for the SDK's metrics and tulip's).
+// It lives in its own module so that the library never pulls OpenTelemetry
+// in.
+//
+// Spans carry the decision (tool, outcome, relation, the record a served
+// call came from, the downstream key's hash), never arguments or results,
+// which may be secret. The workflow reports each decision once, never
+// during replay, so a replay makes no duplicate span. Spans name their
+// workflow and run in attributes (temporal.workflow_id, temporal.run_id);
+// they sit beside the spans of the SDK's OpenTelemetry tracing interceptor
+// (go.temporal.io/sdk/contrib/opentelemetry), which can be installed too.
+package otel
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// Observer makes spans of tulip's decisions. Set it as
+// worker.Options.Observer.
+type Observer struct {
+	tracer trace.Tracer
+}
+
+var _ workflow.Observer = (*Observer)(nil)
+
+// NewObserver returns an Observer that makes its spans with tracer.
+func NewObserver(tracer trace.Tracer) *Observer { return &Observer{tracer: tracer} }
+
+// Decision implements workflow.Observer: a span "tulip.decision".
+func (o *Observer) Decision(d workflow.Decision) {
+	attrs := []attribute.KeyValue{
+		attribute.String("temporal.workflow_id", d.WorkflowID),
+		attribute.String("temporal.run_id", d.RunID),
+		attribute.String("tulip.agent", d.Agent),
+		attribute.Int("tulip.turn", d.Turn),
+		attribute.String("tulip.call_id", d.CallID),
+		attribute.String("tulip.tool", d.Tool),
+		attribute.String("tulip.outcome", string(d.Outcome)),
+	}
+	if d.Thread != "" {
+		attrs = append(attrs, attribute.String("tulip.thread", d.Thread))
+	}
+	if d.Relation != "" {
+		attrs = append(attrs, attribute.String("tulip.relation", string(d.Relation)))
+	}
+	if d.ServedFrom >= 0 {
+		attrs = append(attrs, attribute.Int("tulip.served_from", d.ServedFrom))
+	}
+	if d.KeyHash != "" {
+		attrs = append(attrs, attribute.String("tulip.key_hash", d.KeyHash))
+	}
+	_, span := o.tracer.Start(context.Background(), "tulip.decision", trace.WithTimestamp(d.At),
+		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	if d.Failed {
+		span.SetStatus(codes.Error, "the call's outcome is an error")
+	}
+	span.End(trace.WithTimestamp(d.At))
+}
+
+// ModelCall implements workflow.Observer: a span "tulip.model" from the
+// call's scheduling to its answer.
+func (o *Observer) ModelCall(m workflow.ModelCall) {
+	_, span := o.tracer.Start(context.Background(), "tulip.model", trace.WithTimestamp(m.Start),
+		trace.WithAttributes(
+			attribute.String("temporal.workflow_id", m.WorkflowID),
+			attribute.String("temporal.run_id", m.RunID),
+			attribute.String("tulip.agent", m.Agent),
+			attribute.String("tulip.model", m.Model),
+			attribute.Int("tulip.turn", m.Turn),
+			attribute.Int("tulip.tool_calls", m.Calls),
+		), trace.WithSpanKind(trace.SpanKindClient))
+	if m.Failed {
+		span.SetStatus(codes.Error, "the model call failed")
+	}
+	span.End(trace.WithTimestamp(m.End))
+}
+
+// MetricsHandler is a Temporal client.MetricsHandler over an OpenTelemetry
+// meter: counters are Int64Counters, gauges Float64Gauges, timers
+// Float64Histograms in seconds (named NAME_seconds). Give it to
+// client.Options.MetricsHandler: the SDK's metrics and tulip's go through.
+type MetricsHandler struct {
+	meter metric.Meter
+	attrs attribute.Set
+}
+
+// NewMetricsHandler returns a handler that records with meter.
+func NewMetricsHandler(meter metric.Meter) *MetricsHandler { return &MetricsHandler{meter: meter} }
+
+// WithTags implements client.MetricsHandler.
+func (h *MetricsHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	kvs := h.attrs.ToSlice()
+	for k, v := range tags {
+		kvs = append(kvs, attribute.String(k, v))
+	}
+	return &MetricsHandler{meter: h.meter, attrs: attribute.NewSet(kvs...)}
+}
+
+// Counter implements client.MetricsHandler.
+func (h *MetricsHandler) Counter(name string) client.MetricsCounter {
+	c, err := h.meter.Int64Counter(name)
+	if err != nil {
+		return client.MetricsNopHandler.Counter(name)
+	}
+	return counter{c, h.attrs}
+}
+
+// Gauge implements client.MetricsHandler.
+func (h *MetricsHandler) Gauge(name string) client.MetricsGauge {
+	g, err := h.meter.Float64Gauge(name)
+	if err != nil {
+		return client.MetricsNopHandler.Gauge(name)
+	}
+	return gauge{g, h.attrs}
+}
+
+// Timer implements client.MetricsHandler.
+func (h *MetricsHandler) Timer(name string) client.MetricsTimer {
+	t, err := h.meter.Float64Histogram(name+"_seconds", metric.WithUnit("s"))
+	if err != nil {
+		return client.MetricsNopHandler.Timer(name)
+	}
+	return timer{t, h.attrs}
+}
+
+type counter struct {
+	c     metric.Int64Counter
+	attrs attribute.Set
+}
+
+func (c counter) Inc(n int64) { c.c.Add(context.Background(), n, metric.WithAttributeSet(c.attrs)) }
+
+type gauge struct {
+	g     metric.Float64Gauge
+	attrs attribute.Set
+}
+
+func (g gauge) Update(v float64) { g.g.Record(context.Background(), v, metric.WithAttributeSet(g.attrs)) }
+
+type timer struct {
+	h     metric.Float64Histogram
+	attrs attribute.Set
+}
+
+func (t timer) Record(d time.Duration) {
+	t.h.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(t.attrs))
+}
