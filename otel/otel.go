@@ -146,7 +146,9 @@ type gauge struct {
 	attrs attribute.Set
 }
 
-func (g gauge) Update(v float64) { g.g.Record(context.Background(), v, metric.WithAttributeSet(g.attrs)) }
+func (g gauge) Update(v float64) {
+	g.g.Record(context.Background(), v, metric.WithAttributeSet(g.attrs))
+}
 
 type timer struct {
 	h     metric.Float64Histogram

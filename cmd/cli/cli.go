@@ -207,7 +207,7 @@ func (e *env) logger() sdklog.Logger {
 // session is a client, with the embedded server it may have started and
 // the blob store that keeps its large payloads (nil: none).
 type session struct {
-	client client.Client
+	client  client.Client
 	server  *devserver.Server
 	blobs   blobstore.Store
 	metrics client.MetricsHandler // nil: none
