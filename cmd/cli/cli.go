@@ -41,6 +41,9 @@ Usage:
   tulip replay FILE...                  replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
                                         answer an interrupted run
+  tulip soak [--workers N] [--threads T] [--runs R] [--kill-every D] [--server-restarts K] [--json]
+                                        many agents on worker processes, with kills and server
+                                        restarts, checked against the same runs played alone
 
 Commands that talk to a server take --address and --namespace, and read the
 Temporal CLI's environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
@@ -80,6 +83,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.replay(args[1:])
 	case "resume":
 		err = e.resume(args[1:])
+	case "soak":
+		err = e.soak(args[1:])
+	case "soak-worker":
+		err = e.soakWorker(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
