@@ -35,7 +35,7 @@ import (
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
-// SoakSummary is 'tulip soak --json''s summary line.
+// SoakSummary is 'tulip soak --json”s summary line.
 type SoakSummary struct {
 	Runs               int            `json:"runs"`
 	Completed          int            `json:"completed"`
@@ -91,7 +91,9 @@ func soakModel() activities.Model {
 	})
 }
 
-func soakModels() map[string]activities.Model { return map[string]activities.Model{"soak": soakModel()} }
+func soakModels() map[string]activities.Model {
+	return map[string]activities.Model{"soak": soakModel()}
+}
 
 // soakWorker is the hidden 'tulip soak-worker' command: one worker process
 // of a soak, with a small sticky cache, until it is killed.
@@ -615,4 +617,3 @@ func (e *env) printSoak(sum SoakSummary, asJSON bool) {
 	fmt.Fprintf(tw, "elapsed\t%.0f s, %d worker processes\n", sum.ElapsedS, sum.WorkerProcessesRan)
 	tw.Flush()
 }
-
