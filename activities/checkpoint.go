@@ -133,11 +133,17 @@ func threadRuns(ctx context.Context, c client.Client, ref ThreadRef, limit int) 
 			break
 		}
 	}
+	if ref.PreviousRunID != "" {
+		// The hint takes its place by start time: a run that started
+		// after the client read it is newer.
+		start := int64(1<<63 - 1)
+		if d, err := c.DescribeWorkflowExecution(ctx, ref.ThreadID, ref.PreviousRunID); err == nil {
+			start = d.GetWorkflowExecutionInfo().GetStartTime().AsTime().UnixNano()
+		}
+		found = append(found, run{ref.PreviousRunID, start})
+	}
 	slices.SortStableFunc(found, func(a, b run) int { return cmp.Compare(b.start, a.start) })
 	var out []string
-	if ref.PreviousRunID != "" {
-		out = append(out, ref.PreviousRunID)
-	}
 	for _, r := range found {
 		out = append(out, r.id)
 	}
@@ -164,8 +170,14 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 		var out RunOutcome
 		err := c.GetWorkflow(ctx, workflowID, runID).GetWithOptions(ctx, &out, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
 		var appErr *temporal.ApplicationError
-		if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
-			_ = appErr.Details(&out)
+		if err != nil && errors.As(err, &appErr) {
+			switch appErr.Type() {
+			case ErrBadInput, ErrUnknownHook:
+				return nil, false, nil // refused before it ran: it left nothing
+			}
+			if appErr.HasDetails() {
+				_ = appErr.Details(&out)
+			}
 		}
 		if out.Checkpoint != nil {
 			return out.Checkpoint, true, nil
@@ -182,6 +194,9 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 	cp = &Checkpoint{}
 	if err := v.Get(cp); err != nil {
 		return nil, true, err
+	}
+	if cp.Agents == nil {
+		return nil, false, nil // it stopped before it had its thread's state
 	}
 	return cp, true, nil
 }

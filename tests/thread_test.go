@@ -236,3 +236,26 @@ func TestRunFailedIsOneLine(t *testing.T) {
 }
 
 var _ = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+// A run refused at start (a misspelled field) leaves nothing on its
+// thread, and the next run still finds the state before it.
+func TestRefusedRunLeavesThreadIntact(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	third := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "third": third.Model()})
+	thread := threadID(t)
+	_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	require.NoError(t, err)
+	bad, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+		map[string]any{"thread_id": thread, "model": "third", "mesage": "typo"})
+	require.NoError(t, err)
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, bad.Get(ctxT(t), nil), &app)
+	require.Equal(t, activities.ErrBadInput, app.Type())
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "third", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+}

@@ -159,13 +159,13 @@ func (r *run) restore(c *Carry, raw [][]byte) error {
 		r.bounds = append(r.bounds, bound)
 	}
 	r.segs = raw
+	l, err := dedup.FromRecords(c.Responses, recs)
+	if err != nil {
+		return bad(err.Error())
+	}
+	r.log = l
 	if r.state != nil {
-		l, err := dedup.FromRecords(c.Responses, recs)
-		if err != nil {
-			return bad(err.Error())
-		}
 		r.state.SetLog(l)
-		r.log = l
 	}
 	r.loaded = &activities.Checkpoint{Agents: agents}
 	r.messages, r.digest = msgs, c.Digest

@@ -139,8 +139,13 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 	return wf.ExecuteActivity(actx, activities.SaveCheckpointActivity, ref, cp).Get(ctx, nil)
 }
 
-// threadState answers QueryThread.
+// threadState answers QueryThread. A run that has not loaded its thread's
+// state (it failed or stopped before) answers with no agents: it left
+// nothing of its own.
 func (r *run) threadState() (*activities.Checkpoint, error) {
+	if !r.ready {
+		return &activities.Checkpoint{}, nil
+	}
 	return r.checkpoint(true)
 }
 

@@ -69,7 +69,11 @@ func New(cfg Config) (Func, error) {
 		}
 		r := &run{cfg: &cfg, tools: tools, in: in, answered: map[string]bool{}}
 		if in.Continued != nil {
-			r.segs = [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}[:min(in.Continued.Segments, MaxSegments)]
+			n := in.Continued.Segments
+			if n < 0 || n > MaxSegments {
+				return RunResult{}, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments))
+			}
+			r.segs = [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}[:n]
 		}
 		return r.main(ctx)
 	}, nil
@@ -109,7 +113,8 @@ type run struct {
 	executions int // executions started (for non-idempotent keys)
 	baseLen    int // log length after the thread's state loaded
 	continued  int // continue-as-new steps so far
-	limit      int // the payload limit, once read (see checkSize)
+	limit      int  // the payload limit, once read (see checkSize)
+	ready      bool // the thread's state (or the carried state) is loaded
 
 	namespace, scope, runID string
 }
@@ -151,8 +156,9 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	// a run found its thread's runs itself) replay as they ran.
 	r.v2 = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
 	if err := r.start(ctx); err != nil {
-		return r.fail(ctx, err)
+		return r.fail(ctx, err) // not ready: fails with no state, which would be empty
 	}
+	r.ready = true
 	if err := r.loop(ctx); err != nil {
 		if wf.IsContinueAsNewError(err) {
 			return RunResult{}, err
@@ -208,6 +214,11 @@ func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
 	}
 	r.failure = msg
 	res := r.view()
+	if !r.ready {
+		// The run never had its thread's state: it must leave none, or
+		// the next run would take an empty state for the thread's.
+		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+	}
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
 	}
