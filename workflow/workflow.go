@@ -110,9 +110,9 @@ type run struct {
 	answered   map[string]bool
 	pending    *ResumeInput
 	interrupts int
-	executions int // executions started (for non-idempotent keys)
-	baseLen    int // log length after the thread's state loaded
-	continued  int // continue-as-new steps so far
+	executions int  // executions started (for non-idempotent keys)
+	baseLen    int  // log length after the thread's state loaded
+	continued  int  // continue-as-new steps so far
 	limit      int  // the payload limit, once read (see checkSize)
 	ready      bool // the thread's state (or the carried state) is loaded
 
