@@ -569,7 +569,8 @@ func (e *env) soakReference(c client.Client, all []*soakRun) (map[int][]dedup.Re
 	return ref, firstErr
 }
 
-// soakHistories fetches every run of h's continue-as-new chain.
+// soakHistories fetches h's history (soak runs are too short to continue as
+// new, so one run is the whole chain); none when it cannot be read.
 func (e *env) soakHistories(c client.Client, h agent.Handle) []*historypb.History {
 	var out []*historypb.History
 	it := c.GetWorkflowHistory(e.ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
