@@ -218,8 +218,12 @@ func completedATask(ctx context.Context, c client.Client, workflowID, runID stri
 }
 
 // PreviousRunOf reads the previous run a run's client named in its start
-// input ("" when it named none).
-func PreviousRunOf(ctx context.Context, c client.Client, workflowID, runID string) (string, error) {
+// input ("" when it named none). dc decodes the input: the client's data
+// converter (nil: the SDK's default).
+func PreviousRunOf(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID, runID string) (string, error) {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
 	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return "", errors.New("empty history")
@@ -233,7 +237,7 @@ func PreviousRunOf(ctx context.Context, c client.Client, workflowID, runID strin
 		return "", errors.New("no start input")
 	}
 	var in StartInput
-	if err := converter.GetDefaultDataConverter().FromPayload(attrs.GetInput().GetPayloads()[0], &in); err != nil {
+	if err := dc.FromPayload(attrs.GetInput().GetPayloads()[0], &in); err != nil {
 		return "", err
 	}
 	return in.PreviousRunID, nil

@@ -234,7 +234,8 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 				continue
 			}
 			st, err := State(ctx, c, cur)
-			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil && st.Interrupt.ID == id {
+			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil &&
+				(st.Interrupt.ID == id || (id == memoUnreadable && st.Interrupt.ID != skip)) {
 				return st, nil
 			}
 		}
@@ -258,10 +259,16 @@ func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, stri
 	}
 	var id string
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &id); err != nil {
-		return cur, "", err
+		// Written through the client's data converter, which this
+		// package cannot reach: encrypted by a codec, say. The state
+		// query (decoded by the client) decides alone.
+		return cur, memoUnreadable, nil
 	}
 	return cur, id, nil
 }
+
+// memoUnreadable stands for an interrupt memo this package cannot decode.
+const memoUnreadable = "\x00unreadable"
 
 // current is the newest run of h's continue-as-new chain: the workflow ID's
 // current run when that run's chain started with h.RunID, else h itself.

@@ -259,7 +259,7 @@ func runIDs(t *testing.T, c client.Client, workflowID string) []string {
 	require.NoError(t, err)
 	ids := []string{desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
 	for {
-		prev, err := activities.PreviousRunOf(ctxT(t), c, workflowID, ids[0])
+		prev, err := activities.PreviousRunOf(ctxT(t), c, nil, workflowID, ids[0])
 		require.NoError(t, err)
 		if prev == "" {
 			return ids

@@ -23,6 +23,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
 	tworker "github.com/tulip-temporal/tulip/worker"
 )
@@ -31,7 +32,7 @@ const usage = `tulip: LLM-agent tool calls that are safe to repeat, on Temporal.
 
 Usage:
   tulip demo [--address A]              run the refund story on an embedded server
-  tulip dev [--db FILE] [--port N]      embedded server + demo worker; stays up
+  tulip dev [--db FILE] [--port N]      embedded server + Web UI + demo worker; stays up
   tulip run --scenario FILE [--json]    play a scenario (docs/scenarios.md) and print its trace
   tulip chat --base-url URL --model M "message"
                                         run the support agent against an OpenAI-compatible model
@@ -41,6 +42,9 @@ Usage:
   tulip replay FILE...                  replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
                                         answer an interrupted run
+  tulip codec-server --codec-key-file FILE [--port N] [--allow-origin URL,...]
+                                        serve the codec endpoint that decrypts payloads for a Web UI
+  tulip keygen KEY_ID                   print a key file line with a fresh AES-256 key
   tulip soak [--workers N] [--threads T] [--runs R] [--kill-every D] [--server-restarts K] [--json]
                                         many agents on worker processes, with kills and server
                                         restarts, checked against the same runs played alone
@@ -51,6 +55,11 @@ TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
 TEMPORAL_TLS_CLIENT_KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
 TEMPORAL_TLS_SERVER_NAME, TEMPORAL_TLS_DISABLE_HOST_VERIFICATION. demo, run
 and chat start an embedded server when no address is given.
+
+--codec-key-file FILE (or TULIP_CODEC_KEY_FILE) encrypts every payload with
+AES-256-GCM on every command that reads or writes them: the first key in the
+file encrypts, all of them decrypt (rotation). 'tulip dev' then serves a
+codec endpoint so its Web UI shows payloads decrypted.
 
 'tulip COMMAND --help' lists a command's flags. TULIP_LOG_LEVEL (debug,
 info, warn, error) shows the server's and the SDK's logs. The rules, the
@@ -83,6 +92,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.replay(args[1:])
 	case "resume":
 		err = e.resume(args[1:])
+	case "codec-server":
+		err = e.codecServerCmd(args[1:])
+	case "keygen":
+		err = e.keygen(args[1:])
 	case "soak":
 		err = e.soak(args[1:])
 	case "soak-worker":
@@ -160,7 +173,7 @@ func (e *env) flags(name string) *flagSet {
 
 // helpArgs are the positional arguments each command takes, for --help.
 var helpArgs = map[string]string{
-	"inspect": " THREAD", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
+	"inspect": " THREAD", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
 }
 
 func parse(fs *flagSet, args []string) error {
@@ -186,13 +199,33 @@ func parse(fs *flagSet, args []string) error {
 // conn holds the connection flags shared by server commands.
 type conn struct {
 	address, namespace string
+	codecKeyFile       string
 }
 
 func (e *env) connFlags(fs *flagSet) *conn {
 	c := &conn{}
 	fs.StringVar(&c.address, "address", "", "Temporal frontend host:port (default $TEMPORAL_ADDRESS, else an embedded server where the command allows)")
 	fs.StringVar(&c.namespace, "namespace", "", "Temporal namespace (default $TEMPORAL_NAMESPACE, else \"default\")")
+	e.codecFlag(fs, &c.codecKeyFile)
 	return c
+}
+
+// codecFlag adds --codec-key-file to fs.
+func (e *env) codecFlag(fs *flagSet, p *string) {
+	fs.StringVar(p, "codec-key-file", "", "encrypt payloads (AES-256-GCM) with the first key of this file, decrypt with any; lines \"KEY_ID BASE64_OF_32_BYTES\" (default $TULIP_CODEC_KEY_FILE; none: payloads are stored as written)")
+}
+
+// keys loads the key file the flag names, else TULIP_CODEC_KEY_FILE; nil
+// when neither is set.
+func (e *env) keys(flagValue string) (*codec.Keyring, error) {
+	path := flagValue
+	if path == "" {
+		path = e.getenv("TULIP_CODEC_KEY_FILE")
+	}
+	if path == "" {
+		return nil, nil
+	}
+	return codec.LoadKeyFile(path)
 }
 
 // logLevel is TULIP_LOG_LEVEL (debug, info, warn, error), or def.
@@ -218,6 +251,7 @@ type session struct {
 	server  *devserver.Server
 	blobs   blobstore.Store
 	metrics client.MetricsHandler // nil: none
+	keys    *codec.Keyring        // nil: payloads are not encrypted
 }
 
 func (s *session) Close() {
@@ -243,7 +277,11 @@ func (e *env) connect(c *conn, embedded bool, dbFile string) (*session, error) {
 	if ns == "" {
 		ns = "default"
 	}
-	s := &session{}
+	keys, err := e.keys(c.codecKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{keys: keys}
 	local := false
 	if addr == "" {
 		if !embedded {
@@ -287,6 +325,10 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 	opts := client.Options{HostPort: addr, Namespace: ns, Logger: e.logger(), MetricsHandler: s.metrics}
 	if s.blobs != nil {
 		opts.ExternalStorage = blobstore.ExternalStorage(s.blobs, 0)
+	}
+	if s.keys != nil {
+		// Blobs are stored after encryption: they hold ciphertext too.
+		s.keys.ClientOptions(&opts)
 	}
 	if err := e.tlsOptions(&opts); err != nil {
 		s.Close()

@@ -5,18 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
 	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -31,12 +37,36 @@ func (e *env) dev(args []string) error {
 	db := fs.String("db", "", "keep the server's state in this SQLite file (default: in memory)")
 	port := fs.Int("port", 7233, "frontend gRPC port (0: a free one)")
 	ns := fs.String("namespace", "default", "namespace to create")
+	uiPort := fs.Int("ui-port", 0, "Web UI port (default: --port + 1000, 8233 for 7233; a free one when --port is 0)")
+	headless := fs.Bool("headless", false, "serve no Web UI")
 	metricsPort := fs.Int("metrics-port", -1, "serve Prometheus /metrics for the demo worker on 127.0.0.1:N (0: a free port; default: off)")
+	var keyFile string
+	e.codecFlag(fs, &keyFile)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS] [--metrics-port N]"}
+		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS] [--ui-port N | --headless] [--codec-key-file FILE] [--metrics-port N]"}
+	}
+	keys, err := e.keys(keyFile)
+	if err != nil {
+		return err
+	}
+	// The UI server exits the process when its port is taken: check every
+	// fixed port before starting anything.
+	const host = "127.0.0.1"
+	if !*headless {
+		if *uiPort == 0 && *port != 0 {
+			*uiPort = devserver.UIPort(*port)
+		}
+		if *uiPort < 0 || *uiPort > 65535 {
+			return usageError{fmt.Sprintf("--ui-port %d is out of range", *uiPort)}
+		}
+		if *uiPort != 0 {
+			if err := devserver.CheckPort(host, *uiPort, "--ui-port, or --headless"); err != nil {
+				return err
+			}
+		}
 	}
 	var metrics *metricsServer
 	if *metricsPort >= 0 {
@@ -52,7 +82,30 @@ func (e *env) dev(args []string) error {
 		return err
 	}
 	defer srv.Stop()
-	sess := &session{}
+	var codecURL string
+	if keys != nil && !*headless {
+		// The browser decodes through this endpoint; the server keeps
+		// ciphertext only.
+		origins := []string{"http://" + net.JoinHostPort(host, strconv.Itoa(*uiPort)), "http://" + net.JoinHostPort("localhost", strconv.Itoa(*uiPort))}
+		if *uiPort == 0 {
+			origins = []string{"*"} // the UI's port is chosen below; loopback only
+		}
+		cs, err := startCodecServer(keys, host, 0, codec.HandlerOptions{AllowOrigins: origins})
+		if err != nil {
+			return err
+		}
+		defer cs.Close()
+		codecURL = cs.url
+	}
+	var ui *devserver.UI
+	if !*headless {
+		ui, err = devserver.StartUI(devserver.UIOptions{Host: host, Port: *uiPort, Frontend: srv.Address(), Namespace: *ns, CodecEndpoint: codecURL})
+		if err != nil {
+			return err
+		}
+		defer ui.Stop()
+	}
+	sess := &session{keys: keys}
 	if metrics != nil {
 		sess.metrics = metrics.handler
 	}
@@ -69,6 +122,15 @@ func (e *env) dev(args []string) error {
 	}
 	defer stop()
 	fmt.Fprintf(e.stdout, "Temporal server: %s  namespace: %s\n", srv.Address(), *ns)
+	if ui != nil {
+		fmt.Fprintf(e.stdout, "Web UI: %s/namespaces/%s/workflows\n", ui.URL(), *ns)
+	}
+	if keys != nil {
+		fmt.Fprintf(e.stdout, "payloads encrypted with key %q (AES-256-GCM); the server stores ciphertext only\n", keys.KeyIDs()[0])
+		if codecURL != "" {
+			fmt.Fprintf(e.stdout, "codec server for the UI: %s\n", codecURL)
+		}
+	}
 	fmt.Fprintf(e.stdout, "tulip worker on task queue %q with the demo toolbox, demo hooks and model \"demo\"\n", DevTaskQueue)
 	fmt.Fprintf(e.stdout, "point clients and workers at it: --address %s (or TEMPORAL_ADDRESS=%s)\n", srv.Address(), srv.Address())
 	if *db != "" {
@@ -130,6 +192,7 @@ func (e *env) history(args []string) error {
 	c := e.connFlags(fs)
 	out := fs.String("o", "", "output file")
 	runID := fs.String("run-id", "", "run ID (default: the latest run)")
+	encoded := fs.Bool("encoded", false, "with a codec key: write payloads as the server stores them (encrypted) instead of decrypted")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -155,6 +218,18 @@ func (e *env) history(args []string) error {
 		}
 		if len(hist.Events) == 0 {
 			return fmt.Errorf("history of %s is empty", fs.Arg(0))
+		}
+		if s.keys != nil && !*encoded {
+			// The file is for people and replay tests: decrypted, as the
+			// Temporal CLI shows histories through a codec.
+			if err := proxy.VisitPayloads(e.ctx, hist, proxy.VisitPayloadsOptions{
+				Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+					return s.keys.Decode(p)
+				},
+				SkipSearchAttributes: true,
+			}); err != nil {
+				return fmt.Errorf("history of %s: %w", fs.Arg(0), err)
+			}
 		}
 		hists = append([]*historypb.History{hist}, hists...)
 		if id = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); id == "" {
@@ -189,6 +264,8 @@ func ReplayOptions() tworker.Options {
 
 func (e *env) replay(args []string) error {
 	fs := e.flags("replay")
+	var keyFile string
+	e.codecFlag(fs, &keyFile)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -196,6 +273,17 @@ func (e *env) replay(args []string) error {
 		return usageError{"usage: tulip replay FILE..."}
 	}
 	ro := tworker.ReplayOptions{}
+	keys, err := e.keys(keyFile)
+	if err != nil {
+		return err
+	}
+	if keys != nil {
+		// Histories written encrypted (history --encoded, or the server's
+		// own export) and decrypted ones replay alike.
+		o := client.Options{}
+		keys.ClientOptions(&o)
+		ro.Replayer.DataConverter, ro.Replayer.FailureConverter = o.DataConverter, o.FailureConverter
+	}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)
 		if err != nil {

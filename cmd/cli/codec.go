@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tulip-temporal/tulip/codec"
+)
+
+// codecServer is a codec endpoint on loopback (or the host given).
+type codecServer struct {
+	srv *http.Server
+	url string
+}
+
+func startCodecServer(keys *codec.Keyring, host string, port int, opts codec.HandlerOptions) (*codecServer, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("codec server: cannot listen on %s:%d: %v (choose another with --port)", host, port, errors.Unwrap(err))
+	}
+	srv := &http.Server{Handler: keys.Handler(opts), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return &codecServer{srv: srv, url: "http://" + l.Addr().String()}, nil
+}
+
+func (c *codecServer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = c.srv.Shutdown(ctx)
+}
+
+// codecServerCmd serves the codec endpoint for a Web UI elsewhere.
+func (e *env) codecServerCmd(args []string) error {
+	fs := e.flags("codec-server")
+	var keyFile string
+	e.codecFlag(fs, &keyFile)
+	host := fs.String("host", "127.0.0.1", "address to bind")
+	port := fs.Int("port", 8081, "port to bind (0: a free one)")
+	origins := fs.String("allow-origin", "http://localhost:8233,http://127.0.0.1:8233", "comma-separated browser origins of the Web UI allowed to call it (\"*\": any)")
+	creds := fs.Bool("allow-credentials", false, "let the browser send cookies and its Authorization header (the UI's codec includeCredentials / passAccessToken)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"usage: tulip codec-server --codec-key-file FILE [--host H] [--port N] [--allow-origin URL,...]"}
+	}
+	keys, err := e.keys(keyFile)
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		return usageError{"codec-server needs keys: give --codec-key-file FILE (or TULIP_CODEC_KEY_FILE)"}
+	}
+	var allow []string
+	for _, o := range strings.Split(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			allow = append(allow, o)
+		}
+	}
+	cs, err := startCodecServer(keys, *host, *port, codec.HandlerOptions{AllowOrigins: allow, AllowCredentials: *creds})
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	fmt.Fprintf(e.stdout, "codec server: %s (POST /encode, POST /decode); keys %s, %q encrypts\n", cs.url, strings.Join(keys.KeyIDs(), ", "), keys.KeyIDs()[0])
+	fmt.Fprintf(e.stdout, "allowed UI origins: %s\n", strings.Join(allow, ", "))
+	fmt.Fprintf(e.stdout, "in the Web UI: Data Encoder settings, endpoint %s (or the UI server's codec.endpoint)\n", cs.url)
+	fmt.Fprintln(e.stdout, "Ctrl-C stops it.")
+	<-e.ctx.Done()
+	return nil
+}
+
+// keygen prints a key file line with a fresh random key.
+func (e *env) keygen(args []string) error {
+	fs := e.flags("keygen")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"usage: tulip keygen KEY_ID >> keys.txt"}
+	}
+	line, err := codec.NewKeyFileLine(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, line)
+	return nil
+}

@@ -1,0 +1,246 @@
+package codec_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/tulip-temporal/tulip/codec"
+)
+
+func key(id string, b byte) codec.Key {
+	return codec.Key{ID: id, Secret: bytes.Repeat([]byte{b}, codec.KeySize)}
+}
+
+func ring(t *testing.T, keys ...codec.Key) *codec.Keyring {
+	t.Helper()
+	k, err := codec.NewKeyring(keys...)
+	require.NoError(t, err)
+	return k
+}
+
+const secret = `{"order":"A-1001","amount_cents":4999,"address":"12 Rue Tulipe"}`
+
+func TestRoundTripHidesEverything(t *testing.T) {
+	k := ring(t, key("k1", 1))
+	dc := k.DataConverter(nil)
+	p, err := dc.ToPayload(map[string]any{"order": "A-1001", "address": "12 Rue Tulipe"})
+	require.NoError(t, err)
+	assert.Equal(t, codec.Encoding, string(p.Metadata[converter.MetadataEncoding]))
+	assert.Equal(t, "k1", string(p.Metadata[codec.MetadataKeyID]))
+	raw, err := proto_marshal(p)
+	require.NoError(t, err)
+	for _, plain := range []string{"A-1001", "Rue Tulipe", "json/plain", "order"} {
+		assert.NotContains(t, string(raw), plain, "ciphertext holds %q", plain)
+	}
+	var got map[string]any
+	require.NoError(t, dc.FromPayload(p, &got))
+	assert.Equal(t, "12 Rue Tulipe", got["address"])
+
+	// Two encodings of one value differ (random nonce).
+	p2, _ := dc.ToPayload(map[string]any{"order": "A-1001", "address": "12 Rue Tulipe"})
+	assert.NotEqual(t, p.Data, p2.Data)
+}
+
+func proto_marshal(p *commonpb.Payload) ([]byte, error) { return protojson.Marshal(p) }
+
+func TestDecodeErrors(t *testing.T) {
+	old := ring(t, key("2026-01", 1))
+	enc, err := old.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(secret)}})
+	require.NoError(t, err)
+	p := enc[0]
+
+	tampered := clone(p)
+	tampered.Data[len(tampered.Data)-1] ^= 1
+	relabelled := clone(p)
+	relabelled.Metadata[codec.MetadataKeyID] = []byte("2026-02")
+	short := clone(p)
+	short.Data = short.Data[:5]
+
+	cases := []struct {
+		name    string
+		ring    *codec.Keyring
+		payload *commonpb.Payload
+		unknown bool
+		keyID   string
+	}{
+		{"key id not held", ring(t, key("2026-02", 2)), p, true, "2026-01"},
+		{"other key under the same id", ring(t, key("2026-01", 9)), p, false, "2026-01"},
+		{"ciphertext altered", old, tampered, false, "2026-01"},
+		{"key id relabelled", ring(t, key("2026-02", 1)), relabelled, false, "2026-02"},
+		{"too short", old, short, false, "2026-01"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := c.ring.Decode([]*commonpb.Payload{c.payload})
+			var ke *codec.KeyError
+			require.True(t, errors.As(err, &ke), "got %v", err)
+			assert.Equal(t, c.keyID, ke.KeyID)
+			assert.Equal(t, c.unknown, ke.Unknown)
+			assert.Equal(t, "tulip.CodecKey", ke.Type())
+			assert.Contains(t, err.Error(), `"`+c.keyID+`"`)
+			assert.NotContains(t, err.Error(), "\n")
+
+			// Through a data converter too: an error, never garbage.
+			var v any
+			err = c.ring.DataConverter(nil).FromPayload(c.payload, &v)
+			require.True(t, errors.As(err, &ke), "got %v", err)
+			assert.Nil(t, v)
+		})
+	}
+}
+
+func clone(p *commonpb.Payload) *commonpb.Payload {
+	c := &commonpb.Payload{Metadata: map[string][]byte{}, Data: bytes.Clone(p.Data)}
+	for k, v := range p.Metadata {
+		c.Metadata[k] = bytes.Clone(v)
+	}
+	return c
+}
+
+// Rotation: the new key goes first and encrypts; the old one stays and
+// still decrypts what it wrote. Payloads never encrypted pass through.
+func TestRotation(t *testing.T) {
+	before := ring(t, key("old", 1)).DataConverter(nil)
+	after := ring(t, key("new", 2), key("old", 1)).DataConverter(nil)
+	plainDC := converter.GetDefaultDataConverter()
+
+	oldP, _ := before.ToPayload("written with the old key")
+	newP, _ := after.ToPayload("written with the new key")
+	plainP, _ := plainDC.ToPayload("written before encryption")
+	assert.Equal(t, "new", string(newP.Metadata[codec.MetadataKeyID]))
+
+	for _, p := range []*commonpb.Payload{oldP, newP, plainP} {
+		var s string
+		require.NoError(t, after.FromPayload(p, &s))
+		assert.Contains(t, s, "written")
+	}
+	var s string
+	var ke *codec.KeyError
+	require.True(t, errors.As(before.FromPayload(newP, &s), &ke))
+	assert.Equal(t, "new", ke.KeyID)
+}
+
+func TestKeyFile(t *testing.T) {
+	good := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	cases := []struct {
+		name, text string
+		ids        []string
+		errLine    int
+		errHas     string
+	}{
+		{"one key", "k1 " + good + "\n", []string{"k1"}, 0, ""},
+		{"comments, blanks, two keys", "# rotated 2026-12\n\nnew " + good + "\n  old " + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{8}, 32)) + "\n", []string{"new", "old"}, 0, ""},
+		{"empty", "# nothing\n", nil, 0, "no keys"},
+		{"three fields", "k1 " + good + " extra\n", nil, 1, "found 3 fields"},
+		{"not base64", "k1 !!!\n", nil, 1, "not base64"},
+		{"short key", "k1 " + base64.StdEncoding.EncodeToString([]byte("short")) + "\n", nil, 0, "5 bytes; AES-256 needs 32"},
+		{"duplicate id", "k1 " + good + "\nk1 " + good + "\n", nil, 0, "appears twice"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := codec.ParseKeys(strings.NewReader(c.text), "keys.txt")
+			if c.errHas == "" {
+				require.NoError(t, err)
+				assert.Equal(t, c.ids, k.KeyIDs())
+				return
+			}
+			var kfe *codec.KeyFileError
+			require.True(t, errors.As(err, &kfe), "got %v", err)
+			assert.Equal(t, c.errLine, kfe.Line)
+			assert.Contains(t, err.Error(), "keys.txt")
+			assert.Contains(t, err.Error(), c.errHas)
+		})
+	}
+
+	_, err := codec.LoadKeyFile(filepath.Join(t.TempDir(), "missing"))
+	var kfe *codec.KeyFileError
+	require.True(t, errors.As(err, &kfe))
+	assert.Contains(t, err.Error(), "no such file")
+
+	line, err := codec.NewKeyFileLine("2026-12")
+	require.NoError(t, err)
+	f := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(f, []byte(line+"\n"), 0o600))
+	k, err := codec.LoadKeyFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"2026-12"}, k.KeyIDs())
+}
+
+// The codec-server protocol over real HTTP, with the Web UI's CORS
+// preflight.
+func TestHandler(t *testing.T) {
+	k := ring(t, key("k1", 1))
+	srv := httptest.NewServer(k.Handler(codec.HandlerOptions{AllowOrigins: []string{"http://127.0.0.1:8233"}}))
+	defer srv.Close()
+	enc, err := k.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(secret)}})
+	require.NoError(t, err)
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: enc})
+	require.NoError(t, err)
+
+	post := func(path, origin string, body []byte) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Namespace", "default")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	// Preflight from the UI's origin.
+	req, _ := http.NewRequest(http.MethodOptions, srv.URL+"/decode", nil)
+	req.Header.Set("Origin", "http://127.0.0.1:8233")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "content-type,x-namespace")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, "http://127.0.0.1:8233", resp.Header.Get("Access-Control-Allow-Origin"))
+	assert.Contains(t, resp.Header.Get("Access-Control-Allow-Headers"), "X-Namespace")
+
+	resp, out := post("/decode", "http://127.0.0.1:8233", body)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, out)
+	assert.Equal(t, "http://127.0.0.1:8233", resp.Header.Get("Access-Control-Allow-Origin"))
+	var got commonpb.Payloads
+	require.NoError(t, protojson.Unmarshal([]byte(out), &got))
+	assert.Equal(t, secret, string(got.Payloads[0].Data))
+
+	resp, out = post("/decode", "http://evil.example", body)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, out)
+
+	// Encode then decode round trip, no browser.
+	plainBody, _ := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{{Data: []byte("x")}}})
+	resp, out = post("/encode", "", plainBody)
+	require.Equal(t, http.StatusOK, resp.StatusCode, out)
+	assert.Contains(t, out, base64.StdEncoding.EncodeToString([]byte(codec.Encoding)))
+
+	// A payload under an unknown key: 400 naming the key id.
+	other := ring(t, key("k2", 2))
+	srv2 := httptest.NewServer(other.Handler(codec.HandlerOptions{}))
+	defer srv2.Close()
+	resp2, err := http.Post(srv2.URL+"/decode", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp2.Body)
+	resp2.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp2.StatusCode)
+	assert.Contains(t, string(b), `key "k1"`)
+}

@@ -1,0 +1,156 @@
+package codec
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode"
+)
+
+// KeySize is the length of an AES-256 key in bytes.
+const KeySize = 32
+
+// Key is one AES-256 key and the id written beside every payload it
+// encrypts.
+type Key struct {
+	// ID names the key in payload metadata: printable, no spaces, at most
+	// 64 bytes.
+	ID string
+	// Secret is the key itself: KeySize bytes.
+	Secret []byte
+}
+
+// Keyring holds keys by id; the first one encrypts. It is safe for
+// concurrent use.
+type Keyring struct {
+	ids  []string
+	aead map[string]cipher.AEAD
+}
+
+// NewKeyring checks the keys (at least one; ids unique and well-formed;
+// secrets KeySize bytes) and returns a keyring whose first key encrypts.
+func NewKeyring(keys ...Key) (*Keyring, error) {
+	if len(keys) == 0 {
+		return nil, &KeyFileError{Reason: "no keys: give at least one \"KEY_ID BASE64_OF_32_BYTES\" line"}
+	}
+	k := &Keyring{aead: make(map[string]cipher.AEAD, len(keys))}
+	for _, key := range keys {
+		if reason := checkID(key.ID); reason != "" {
+			return nil, &KeyFileError{Reason: reason}
+		}
+		if _, dup := k.aead[key.ID]; dup {
+			return nil, &KeyFileError{Reason: fmt.Sprintf("key id %q appears twice", key.ID)}
+		}
+		if len(key.Secret) != KeySize {
+			return nil, &KeyFileError{Reason: fmt.Sprintf("key %q is %d bytes; AES-256 needs %d", key.ID, len(key.Secret), KeySize)}
+		}
+		block, err := aes.NewCipher(bytes.Clone(key.Secret))
+		if err != nil {
+			return nil, &KeyFileError{Reason: err.Error()}
+		}
+		gcm, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, &KeyFileError{Reason: err.Error()}
+		}
+		k.ids = append(k.ids, key.ID)
+		k.aead[key.ID] = gcm
+	}
+	return k, nil
+}
+
+func checkID(id string) string {
+	switch {
+	case id == "":
+		return "a key id is empty"
+	case len(id) > 64:
+		return fmt.Sprintf("key id %.20q... is longer than 64 bytes", id)
+	}
+	for _, r := range id {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return fmt.Sprintf("key id %q holds a space or an unprintable character", id)
+		}
+	}
+	return ""
+}
+
+// ParseKeys reads a key file's text: one "KEY_ID BASE64_OF_32_BYTES" per
+// line (standard or URL base64, padded or not); blank lines and lines
+// starting with # are skipped. name is used in errors.
+func ParseKeys(r io.Reader, name string) (*Keyring, error) {
+	var keys []Key
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, &KeyFileError{File: name, Line: n, Reason: fmt.Sprintf("want \"KEY_ID BASE64_OF_32_BYTES\", found %d fields", len(fields))}
+		}
+		secret, err := decodeBase64(fields[1])
+		if err != nil {
+			return nil, &KeyFileError{File: name, Line: n, Reason: fmt.Sprintf("key %q is not base64", fields[0])}
+		}
+		keys = append(keys, Key{ID: fields[0], Secret: secret})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &KeyFileError{File: name, Reason: err.Error()}
+	}
+	kr, err := NewKeyring(keys...)
+	if err != nil {
+		ke := err.(*KeyFileError)
+		ke.File = name
+		return nil, ke
+	}
+	return kr, nil
+}
+
+func decodeBase64(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("not base64")
+}
+
+// LoadKeyFile reads and checks a key file (see ParseKeys).
+func LoadKeyFile(path string) (*Keyring, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &KeyFileError{File: path, Reason: "cannot be read: " + unwrapPath(err)}
+	}
+	defer f.Close()
+	return ParseKeys(f, path)
+}
+
+func unwrapPath(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// NewKeyFileLine returns a key file line "ID BASE64" with a fresh random
+// 32-byte key.
+func NewKeyFileLine(id string) (string, error) {
+	if reason := checkID(id); reason != "" {
+		return "", &KeyFileError{Reason: reason}
+	}
+	secret := make([]byte, KeySize)
+	if _, err := rand.Read(secret); err != nil {
+		return "", err
+	}
+	return id + " " + base64.StdEncoding.EncodeToString(secret), nil
+}
+
+// KeyIDs lists the key ids, the encrypting one first.
+func (k *Keyring) KeyIDs() []string { return append([]string(nil), k.ids...) }

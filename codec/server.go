@@ -1,0 +1,63 @@
+package codec
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/converter"
+)
+
+// HandlerOptions configures Handler. The zero value serves the codec with
+// no cross-origin access.
+type HandlerOptions struct {
+	// AllowOrigins are the browser origins (scheme://host:port, as the
+	// browser sends them in Origin) allowed to call the codec: the Web UI's
+	// address. "*" allows any origin. Zero value: none (same-origin and
+	// non-browser clients only).
+	AllowOrigins []string
+	// AllowCredentials lets the browser send cookies and the Authorization
+	// header (the UI's codec.includeCredentials / passAccessToken).
+	AllowCredentials bool
+}
+
+// Handler serves the Temporal codec-server protocol (POST /encode and POST
+// /decode, JSON {"payloads": [...]}) with this keyring, with CORS for the
+// Web UI. A payload it cannot decrypt gives HTTP 400 with the KeyError's
+// text.
+func (k *Keyring) Handler(opts HandlerOptions) http.Handler {
+	inner := converter.NewPayloadCodecHTTPHandler(k)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if !opts.allowed(origin) {
+				http.Error(w, "codec: origin "+origin+" is not allowed", http.StatusForbidden)
+				return
+			}
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			if opts.AllowCredentials {
+				h.Set("Access-Control-Allow-Credentials", "true")
+			}
+			if r.Method == http.MethodOptions {
+				h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+				h.Set("Access-Control-Allow-Headers", "Content-Type, X-Namespace, Authorization, Authorization-Extras, Caller-Type")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST, OPTIONS")
+			http.Error(w, "codec: use POST /encode or POST /decode", http.StatusMethodNotAllowed)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+}
+
+func (o HandlerOptions) allowed(origin string) bool {
+	return slices.Contains(o.AllowOrigins, "*") || slices.ContainsFunc(o.AllowOrigins, func(a string) bool {
+		return strings.EqualFold(strings.TrimSuffix(a, "/"), origin)
+	})
+}

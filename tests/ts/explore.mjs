@@ -1,0 +1,15 @@
+import { chromium } from 'playwright-core';
+const [ui, out, wid, rid] = process.argv.slice(2);
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox','--disable-gpu','--disable-quic','--no-first-run','--disable-background-networking','--disable-component-update','--disable-sync'] });
+const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+page.on('requestfailed', r => console.error('failed:', r.url()));
+await page.goto(`${ui}/namespaces/default/workflows/${wid}/${rid}/history`);
+await page.waitForTimeout(5000);
+await page.screenshot({ path: out + '/wf.png', fullPage: true });
+const txt = await page.innerText('body');
+console.log(txt.slice(0, 3000));
+await page.goto(`${ui}/namespaces/default/workflows/${wid}/${rid}/query`);
+await page.waitForTimeout(4000);
+await page.screenshot({ path: out + '/query.png', fullPage: true });
+console.log('=== QUERY'); console.log((await page.innerText('body')).slice(0, 2000));
+await browser.close();
