@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/codec"
 )
 
 // Checkpoint is a thread's state between runs: its conversation and each
@@ -169,6 +171,10 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
 		var out RunOutcome
 		err := c.GetWorkflow(ctx, workflowID, runID).GetWithOptions(ctx, &out, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
+		var keyErr *codec.KeyError
+		if errors.As(err, &keyErr) {
+			return nil, true, err // encrypted with a key this client lacks: say so
+		}
 		var appErr *temporal.ApplicationError
 		if err != nil && errors.As(err, &appErr) {
 			switch appErr.Type() {
@@ -176,7 +182,9 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 				return nil, false, nil // refused before it ran: it left nothing
 			}
 			if appErr.HasDetails() {
-				_ = appErr.Details(&out)
+				if derr := appErr.Details(&out); errors.As(derr, &keyErr) {
+					return nil, true, derr
+				}
 			}
 		}
 		if out.Checkpoint != nil {

@@ -244,3 +244,22 @@ func TestHandler(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, resp2.StatusCode)
 	assert.Contains(t, string(b), `key "k1"`)
 }
+
+// Without keys, an encrypted payload is refused naming its key id; plain
+// payloads pass.
+func TestDetect(t *testing.T) {
+	enc, err := ring(t, key("k9", 1)).DataConverter(nil).ToPayload("secret")
+	require.NoError(t, err)
+	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec.Detect())
+	var s string
+	var ke *codec.KeyError
+	err = dc.FromPayload(enc, &s)
+	require.True(t, errors.As(err, &ke), "got %v", err)
+	assert.True(t, ke.NoKeys)
+	assert.Equal(t, "k9", ke.KeyID)
+	assert.Contains(t, err.Error(), "--codec-key-file")
+	plain, _ := dc.ToPayload("plain")
+	assert.Equal(t, "json/plain", string(plain.Metadata["encoding"]))
+	require.NoError(t, dc.FromPayload(plain, &s))
+	assert.Equal(t, "plain", s)
+}

@@ -13,9 +13,14 @@ type KeyError struct {
 	KeyID string
 	// Unknown is true when the keyring holds no key with that id.
 	Unknown bool
+	// NoKeys is true when no key file was given at all (see Detect).
+	NoKeys bool
 }
 
 func (e *KeyError) Error() string {
+	if e.NoKeys {
+		return fmt.Sprintf("payload is encrypted with key %q: give the key file (--codec-key-file or TULIP_CODEC_KEY_FILE)", e.KeyID)
+	}
 	if e.Unknown {
 		return fmt.Sprintf("payload is encrypted with key %q, which the key file does not hold", e.KeyID)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -112,6 +113,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ec exitCode
 	if errors.As(err, &ec) {
 		return int(ec)
+	}
+	var keyErr *codec.KeyError
+	if errors.As(err, &keyErr) {
+		// However deep it came from, the person needs this line.
+		fmt.Fprintln(stderr, "tulip: "+keyErr.Error())
+		return 1
 	}
 	if errors.Is(err, devserver.ErrPortInUse) {
 		fmt.Fprintln(stderr, "tulip: "+oneLine(err.Error()))
@@ -329,6 +336,9 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 	if s.keys != nil {
 		// Blobs are stored after encryption: they hold ciphertext too.
 		s.keys.ClientOptions(&opts)
+	} else {
+		// An encrypted payload is refused naming its key id.
+		opts.DataConverter = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec.Detect())
 	}
 	if err := e.tlsOptions(&opts); err != nil {
 		s.Close()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -283,6 +285,8 @@ func (e *env) replay(args []string) error {
 		o := client.Options{}
 		keys.ClientOptions(&o)
 		ro.Replayer.DataConverter, ro.Replayer.FailureConverter = o.DataConverter, o.FailureConverter
+	} else {
+		ro.Replayer.DataConverter = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec.Detect())
 	}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)
@@ -299,6 +303,11 @@ func (e *env) replay(args []string) error {
 		if _, err := os.Stat(f); err != nil {
 			fmt.Fprintf(e.stderr, "tulip: %s: %v\n", f, err)
 			missing++
+			continue
+		}
+		if err := checkPayloads(f, ro.Replayer.DataConverter); err != nil {
+			fmt.Fprintf(e.stderr, "tulip: %s: %s\n", f, oneLine(err.Error()))
+			failed++
 			continue
 		}
 		if err := tworker.ReplayHistories(ReplayOptions(), ro, f); err != nil {
@@ -390,4 +399,34 @@ func (e *env) resume(args []string) error {
 	h := agent.Handle{WorkflowID: id}
 	final, err := agent.Await(e.ctx, s.client, h, res.InterruptID)
 	return e.report(h, final, err, c, *db, mf, *asJSON, tb)
+}
+
+// checkPayloads decodes every payload of a history file with dc: an
+// encrypted payload without its key is named here, not as the
+// nondeterminism it would cause in replay.
+func checkPayloads(file string, dc converter.DataConverter) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		return nil // ReplayHistories reports a file it cannot read
+	}
+	return proxy.VisitPayloads(context.Background(), hist, proxy.VisitPayloadsOptions{
+		Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			for _, one := range p {
+				var v any
+				if err := dc.FromPayload(one, &v); err != nil {
+					var ke *codec.KeyError
+					if errors.As(err, &ke) {
+						return nil, ke
+					}
+				}
+			}
+			return p, nil
+		},
+		SkipSearchAttributes: true,
+	})
 }

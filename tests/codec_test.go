@@ -1,0 +1,234 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/devserver"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// encryptedClient dials addr with keys and a blob store for large payloads,
+// as tulip's commands do.
+func encryptedClient(t *testing.T, addr, keyFile string, blobs blobstore.Store) client.Client {
+	t.Helper()
+	keys, err := codec.LoadKeyFile(keyFile)
+	require.NoError(t, err)
+	opts := client.Options{HostPort: addr, Logger: quietLogger(), ExternalStorage: blobstore.ExternalStorage(blobs, 64<<10)}
+	keys.ClientOptions(&opts)
+	c, err := client.Dial(opts)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// With a codec key, the server's SQLite database (and the blob store)
+// hold no plain text of any tool argument, result or user message, while
+// inspect, history + replay show them decoded. No key, or a wrong key,
+// fails in one line naming the key id. A rotated key file (new key first,
+// old kept) continues the thread and reads the old histories.
+func TestEncryptedRuns(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "tulip.db")
+	srv, err := devserver.Start(devserver.Options{DBFile: db})
+	require.NoError(t, err)
+	defer srv.Stop()
+	addr := srv.Address()
+	k1 := codec.Key{ID: "k1", Secret: bytes.Repeat([]byte{1}, 32)}
+	k2 := codec.Key{ID: "k2", Secret: bytes.Repeat([]byte{2}, 32)}
+	keys1 := keyFile(t, k1)
+
+	// 1. The demo, encrypted end to end.
+	stdout, stderr, code := runCLI(t, "demo", "--address", addr, "--codec-key-file", keys1)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Refunds billing actually made: 1")
+	demoThread := regexp.MustCompile(`run 1: starting (\S+)`).FindStringSubmatch(stderr + stdout)
+	require.NotNil(t, demoThread, stdout+stderr)
+
+	// 2. A run of our own: a secret user message, an idempotent refund and
+	// a 192 KB argument that goes to the blob store.
+	blobs, err := blobstore.NewDir(filepath.Join(dir, "blobs"))
+	require.NoError(t, err)
+	big := strings.Repeat("BLOB-SECRET ", 16000) // 192 KB: over the blob threshold, under the default argument limit
+	first := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		if req.Turn > 1 {
+			return activities.ModelResponse{Text: "done"}, nil
+		}
+		return activities.ModelResponse{ToolCalls: []activities.ToolCall{
+			{ID: "r1", Name: "issue_refund", Arguments: `{"order_id": "ord-7310", "amount": 42.5}`},
+			{ID: "a1", Name: "audit_append", Arguments: fmt.Sprintf(`{"note": %q}`, big)},
+		}}, nil
+	})
+	again := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		if req.Turn > 1 {
+			return activities.ModelResponse{Text: "done"}, nil
+		}
+		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "r2", Name: "issue_refund", Arguments: `{"amount": 42.5, "order_id": "ord-7310"}`}}}, nil
+	})
+	large := func(o *tworker.Options) { o.PayloadLimit = -1 }
+	c1 := encryptedClient(t, addr, keys1, blobs)
+	tb := demo.NewToolbox()
+	tq1 := scriptWorker(t, c1, tb, map[string]activities.Model{"first": first}, large)
+	thread := threadID(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, res, err := agent.Run(ctx, c1, agent.RunOptions{TaskQueue: tq1, Model: "first", ThreadID: thread, Message: "Mme Tulipe wants her refund"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	recs, err := agent.ThreadLog(ctx, c1, thread, "")
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Contains(t, recs[1].Arguments, "BLOB-SECRET", "the client reads it decrypted")
+	blobFiles, err := filepath.Glob(filepath.Join(dir, "blobs", "*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, blobFiles, "the large argument went to the blob store")
+
+	// 3. The bytes on disk: database, its write-ahead log, the blobs.
+	secrets := []string{"ord-4821", "ord-7310", "refund_id", "rf-1", "case-1", "Mme Tulipe", "BLOB-SECRET", "shipped"}
+	onDisk := map[string][]byte{}
+	for _, f := range []string{db, db + "-wal"} {
+		if b, err := os.ReadFile(f); err == nil {
+			onDisk[f] = b
+		}
+	}
+	require.NoError(t, filepath.Walk(filepath.Join(dir, "blobs"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			b, err := os.ReadFile(p)
+			onDisk[p] = b
+			return err
+		}
+		return err
+	}))
+	all := bytes.Join(func() [][]byte {
+		var out [][]byte
+		for _, b := range onDisk {
+			out = append(out, b)
+		}
+		return out
+	}(), nil)
+	require.True(t, bytes.Contains(all, []byte(thread)), "the files hold the runs (their ids are plain)")
+	for _, s := range secrets {
+		for f, b := range onDisk {
+			assert.False(t, bytes.Contains(b, []byte(s)), "%s holds %q in plain text", f, s)
+		}
+	}
+	t.Logf("searched %d files, %d bytes: none of %d secrets in plain text", len(onDisk), len(all), len(secrets))
+
+	// 4. inspect decrypts with the key; without it, or with another key
+	// under the same id, it fails in one line naming the key id.
+	stdout, stderr, code = runCLI(t, "inspect", demoThread[1], "--address", addr, "--codec-key-file", keys1)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "ord-4821")
+	assert.Contains(t, stdout, "refund_id")
+	wrong := keyFile(t, codec.Key{ID: "k1", Secret: bytes.Repeat([]byte{9}, 32)})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `payload is encrypted with key "k1": give the key file`},
+		{[]string{"--codec-key-file", wrong}, `key "k1" does not decrypt this payload`},
+		{[]string{"--codec-key-file", keyFile(t, k2)}, `payload is encrypted with key "k1", which the key file does not hold`},
+	} {
+		stdout, stderr, code = runCLI(t, append([]string{"inspect", demoThread[1], "--address", addr}, c.args...)...)
+		assert.Equal(t, 1, code)
+		assert.Empty(t, stdout, "nothing undecrypted is shown")
+		assert.Contains(t, stderr, c.want)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
+	}
+
+	// 5. history writes decrypted (or, with --encoded, as stored); replay
+	// reads both with the key; an encrypted file without the key fails
+	// naming it.
+	plainFile, encFile := filepath.Join(dir, "h.json"), filepath.Join(dir, "h-enc.json")
+	_, stderr, code = runCLI(t, "history", demoThread[1], "-o", plainFile, "--address", addr, "--codec-key-file", keys1)
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = runCLI(t, "history", demoThread[1], "-o", encFile, "--encoded", "--address", addr, "--codec-key-file", keys1)
+	require.Equal(t, 0, code, stderr)
+	plainText, _ := os.ReadFile(plainFile)
+	encText, _ := os.ReadFile(encFile)
+	assert.Contains(t, decodedJSONPayloads(t, plainText), "ord-4821")
+	assert.NotContains(t, decodedJSONPayloads(t, encText), "ord-4821")
+	_, stderr, code = runCLI(t, "replay", encFile, plainFile, "--codec-key-file", keys1)
+	assert.Equal(t, 0, code, stderr)
+	_, stderr, code = runCLI(t, "replay", plainFile)
+	assert.Equal(t, 0, code, stderr)
+	_, stderr, code = runCLI(t, "replay", encFile)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `"k1"`)
+
+	// 6. Rotation: k2 encrypts, k1 still decrypts. The thread continues
+	// on a worker with the rotated file: its refund is served from the
+	// log the k1 run wrote.
+	keys21 := keyFile(t, k2, k1)
+	c2 := encryptedClient(t, addr, keys21, blobs)
+	tq2 := scriptWorker(t, c2, tb, map[string]activities.Model{"again": again}, large)
+	h2, res, err := agent.Run(ctx, c2, agent.RunOptions{TaskQueue: tq2, Model: "again", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the k1 log was read")
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+	newRun := history(t, dial(t, addr), h2.WorkflowID, h2.RunID)
+	assert.Contains(t, keyIDs(newRun), "k2")
+	assert.NotContains(t, keyIDs(newRun), "k1", "new payloads are written with the new key")
+
+	t.Setenv("TULIP_BLOB_DIR", filepath.Join(dir, "blobs")) // the large argument's blob
+	stdout, stderr, code = runCLI(t, "inspect", thread, "--address", addr, "--codec-key-file", keys21)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "3 records")
+	_, stderr, code = runCLI(t, "replay", encFile, "--codec-key-file", keys21)
+	assert.Equal(t, 0, code, "old histories replay after rotation: %s", stderr)
+	// The thread's newest run carries its whole state, written with k2: the
+	// thread reads without k1. The old histories still need it.
+	stdout, stderr, code = runCLI(t, "inspect", thread, "--address", addr, "--codec-key-file", keyFile(t, k2))
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "3 records")
+	_, stderr, code = runCLI(t, "replay", encFile, "--codec-key-file", keyFile(t, k2))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `payload is encrypted with key "k1", which the key file does not hold`)
+}
+
+// decodedJSONPayloads is the payload data of a history JSON file.
+func decodedJSONPayloads(t *testing.T, file []byte) string {
+	t.Helper()
+	var h historypb.History
+	require.NoError(t, temporalproto.CustomJSONUnmarshalOptions{}.Unmarshal(file, &h))
+	return payloadText(t, &h)
+}
+
+// keyIDs lists the codec key ids of a history's payloads.
+func keyIDs(h *historypb.History) []string {
+	seen := map[string]bool{}
+	_ = proxy.VisitPayloads(context.Background(), h, proxy.VisitPayloadsOptions{
+		Visitor: func(_ *proxy.VisitPayloadsContext, ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			for _, p := range ps {
+				if id, ok := p.GetMetadata()[codec.MetadataKeyID]; ok {
+					seen[string(id)] = true
+				}
+			}
+			return ps, nil
+		},
+	})
+	return slices.Sorted(maps.Keys(seen))
+}
