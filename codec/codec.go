@@ -1,7 +1,9 @@
 package codec
 
 import (
+	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -89,10 +91,70 @@ func (k *Keyring) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, err
 
 // DataConverter wraps parent (nil: the SDK's default) so that every
 // payload it writes is encrypted and every encrypted payload it reads is
-// decrypted.
+// decrypted. In workflow code a payload it cannot decrypt fails the
+// workflow task, not the run: Temporal retries the task, and the run goes
+// on once a worker with the key takes it.
 func (k *Keyring) DataConverter(parent converter.DataConverter) converter.DataConverter {
 	if parent == nil {
 		parent = converter.GetDefaultDataConverter()
 	}
-	return converter.NewCodecDataConverter(parent, k)
+	return &dataConverter{DataConverter: converter.NewCodecDataConverter(parent, k)}
+}
+
+// dataConverter is the codec data converter, aware of where it decodes:
+// in workflow code, a payload it cannot decrypt panics with its *KeyError
+// so that the SDK fails the workflow task (retried until a worker with the
+// key takes it) instead of failing the run; elsewhere it returns the error.
+type dataConverter struct {
+	converter.DataConverter
+	inWorkflow bool
+}
+
+var (
+	_ converter.ContextAware                          = (*dataConverter)(nil)
+	_ converter.DataConverterWithSerializationContext = (*dataConverter)(nil)
+)
+
+func (d *dataConverter) FromPayload(p *commonpb.Payload, v any) error {
+	return d.check(d.DataConverter.FromPayload(p, v))
+}
+
+func (d *dataConverter) FromPayloads(p *commonpb.Payloads, v ...any) error {
+	return d.check(d.DataConverter.FromPayloads(p, v...))
+}
+
+func (d *dataConverter) check(err error) error {
+	var ke *KeyError
+	if d.inWorkflow && errors.As(err, &ke) {
+		panic(ke)
+	}
+	return err
+}
+
+// WithWorkflowContext implements converter.ContextAware.
+func (d *dataConverter) WithWorkflowContext(ctx converter.WorkflowContext) converter.DataConverter {
+	inner := d.DataConverter
+	if ca, ok := inner.(converter.ContextAware); ok {
+		inner = ca.WithWorkflowContext(ctx)
+	}
+	return &dataConverter{DataConverter: inner, inWorkflow: true}
+}
+
+// WithContext implements converter.ContextAware.
+func (d *dataConverter) WithContext(ctx context.Context) converter.DataConverter {
+	inner := d.DataConverter
+	if ca, ok := inner.(converter.ContextAware); ok {
+		inner = ca.WithContext(ctx)
+	}
+	return &dataConverter{DataConverter: inner, inWorkflow: d.inWorkflow}
+}
+
+// WithSerializationContext implements
+// converter.DataConverterWithSerializationContext.
+func (d *dataConverter) WithSerializationContext(sc converter.SerializationContext) converter.DataConverter {
+	inner := d.DataConverter
+	if s, ok := inner.(converter.DataConverterWithSerializationContext); ok {
+		inner = s.WithSerializationContext(sc)
+	}
+	return &dataConverter{DataConverter: inner, inWorkflow: d.inWorkflow}
 }

@@ -23,3 +23,13 @@ func (detect) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	}
 	return ps, nil
 }
+
+// DetectDataConverter wraps parent (nil: the SDK's default) with Detect,
+// and, like Keyring.DataConverter, fails a workflow task rather than the
+// run on a payload it cannot read.
+func DetectDataConverter(parent converter.DataConverter) converter.DataConverter {
+	if parent == nil {
+		parent = converter.GetDefaultDataConverter()
+	}
+	return &dataConverter{DataConverter: converter.NewCodecDataConverter(parent, detect{})}
+}

@@ -232,3 +232,32 @@ func keyIDs(h *historypb.History) []string {
 	})
 	return slices.Sorted(maps.Keys(seen))
 }
+
+// A worker without the run's key cannot read it: the run does not fail and
+// nothing runs on garbage; once a worker with the key polls, it goes on.
+func TestWorkerWithoutKey(t *testing.T) {
+	k1 := keyFile(t, codec.Key{ID: "k1", Secret: bytes.Repeat([]byte{1}, 32)})
+	k2 := keyFile(t, codec.Key{ID: "k2", Secret: bytes.Repeat([]byte{2}, 32)})
+	blobs := &blobstore.Memory{}
+	keyed := encryptedClient(t, server.Address(), k1, blobs)
+	other := encryptedClient(t, server.Address(), k2, blobs)
+	tb := demo.NewToolbox()
+	model := demo.RefundStory().Runs[0].Model()
+	tq := taskQueue(t.Name())
+	w := startWorker(t, other, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
+	h, err := agent.Start(ctxT(t), keyed, agent.RunOptions{TaskQueue: tq, Model: "demo", ThreadID: threadID(t), Message: "refund"})
+	require.NoError(t, err)
+	time.Sleep(3 * time.Second)
+	desc, err := keyed.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, h.RunID)
+	require.NoError(t, err)
+	t.Logf("status with only the wrong key: %v", desc.GetWorkflowExecutionInfo().GetStatus())
+	assert.Equal(t, "Running", desc.GetWorkflowExecutionInfo().GetStatus().String())
+	assert.Zero(t, tb.Invocations()["issue_refund"], "no tool ran")
+	w.Stop()
+
+	startWorker(t, keyed, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
+	res, err := agent.Await(ctxT(t), keyed, h, "")
+	require.NoError(t, err)
+	assert.Equal(t, workflow.StatusCompleted, res.Status)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+}

@@ -99,11 +99,50 @@ func TestCLIDevPortTaken(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Empty(t, stdout)
 	assert.Equal(t, fmt.Sprintf("tulip: devserver: port already in use: 127.0.0.1:%d (choose another with --port, or 0 for a free one)\n", port), stderr)
+
+	// The Web UI's port too, checked before anything starts (the UI
+	// server would exit the process).
+	stdout, stderr, code = runCLI(t, "dev", "--port", "0", "--ui-port", strconv.Itoa(port))
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, fmt.Sprintf("tulip: devserver: port already in use: 127.0.0.1:%d (choose another with --ui-port, or --headless)\n", port), stderr)
+	// Its default is the frontend port + 1000.
+	ui, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ui.Close()
+	uiPort := ui.Addr().(*net.TCPAddr).Port
+	if uiPort > 1000 {
+		stdout, stderr, code = runCLI(t, "dev", "--port", strconv.Itoa(uiPort-1000))
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr, fmt.Sprintf("127.0.0.1:%d (choose another with --ui-port", uiPort))
+	}
+}
+
+// A bad key file is one line naming the file and line, before anything
+// starts.
+func TestCLIBadKeyFile(t *testing.T) {
+	f := writeFile(t, "keys.txt", "# keys\nk1 not-base64!\n")
+	for _, args := range [][]string{
+		{"dev", "--port", "0", "--codec-key-file", f},
+		{"demo", "--codec-key-file", f},
+		{"inspect", "t", "--address", server.Address(), "--codec-key-file", f},
+		{"replay", "x.json", "--codec-key-file", f},
+		{"codec-server", "--codec-key-file", f},
+	} {
+		stdout, stderr, code := runCLI(t, args...)
+		assert.Equal(t, 1, code, "%v", args)
+		assert.Empty(t, stdout)
+		assert.Equal(t, "tulip: codec key file "+f+", line 2: key \"k1\" is not base64\n", stderr, "%v", args)
+	}
+	t.Setenv("TULIP_CODEC_KEY_FILE", f)
+	_, stderr, code := runCLI(t, "inspect", "t", "--address", server.Address())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "line 2")
 }
 
 // Every command's -h and --help print its flags on stdout, exit 0.
 func TestCLIHelp(t *testing.T) {
-	for _, cmd := range []string{"demo", "dev", "run", "chat", "inspect", "history", "replay", "resume"} {
+	for _, cmd := range []string{"demo", "dev", "run", "chat", "inspect", "history", "replay", "resume", "codec-server", "keygen"} {
 		for _, flag := range []string{"-h", "--help"} {
 			stdout, stderr, code := runCLI(t, cmd, flag)
 			assert.Equal(t, 0, code, "%s %s: %s", cmd, flag, stderr)

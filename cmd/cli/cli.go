@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -338,7 +337,7 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 		s.keys.ClientOptions(&opts)
 	} else {
 		// An encrypted payload is refused naming its key id.
-		opts.DataConverter = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec.Detect())
+		opts.DataConverter = codec.DetectDataConverter(nil)
 	}
 	if err := e.tlsOptions(&opts); err != nil {
 		s.Close()

@@ -286,7 +286,7 @@ func (e *env) replay(args []string) error {
 		keys.ClientOptions(&o)
 		ro.Replayer.DataConverter, ro.Replayer.FailureConverter = o.DataConverter, o.FailureConverter
 	} else {
-		ro.Replayer.DataConverter = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec.Detect())
+		ro.Replayer.DataConverter = codec.DetectDataConverter(nil)
 	}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)

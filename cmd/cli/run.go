@@ -155,6 +155,9 @@ func (e *env) demo(args []string) error {
 	if fs.NArg() > 0 {
 		return usageError{"usage: tulip demo [--address A] [--json]"}
 	}
+	if _, err := e.keys(c.codecKeyFile); err != nil {
+		return err // before anything starts
+	}
 	bill, err := billing.Start()
 	if err != nil {
 		return err
