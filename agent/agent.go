@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -211,8 +212,14 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.HasDetails() {
 			var failed workflow.RunResult
-			if appErr.Details(&failed) == nil {
+			derr := appErr.Details(&failed)
+			if derr == nil {
 				done <- outcome{res: &failed, err: &RunFailedError{Result: &failed, Err: err}}
+				return
+			}
+			var keyErr *codec.KeyError
+			if errors.As(derr, &keyErr) {
+				done <- outcome{err: derr}
 				return
 			}
 		}
@@ -234,6 +241,10 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 				continue
 			}
 			st, err := State(ctx, c, cur)
+			var keyErr *codec.KeyError
+			if errors.As(err, &keyErr) {
+				return nil, err // this client cannot read the run: waiting will not help
+			}
 			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil &&
 				(st.Interrupt.ID == id || (id == memoUnreadable && st.Interrupt.ID != skip)) {
 				return st, nil

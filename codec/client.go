@@ -1,9 +1,6 @@
 package codec
 
-import (
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-)
+import "go.temporal.io/sdk/client"
 
 // ClientOptions turns encryption on for a client and every worker built on
 // it: opts.DataConverter becomes k.DataConverter(opts.DataConverter), and
@@ -14,8 +11,5 @@ import (
 func (k *Keyring) ClientOptions(opts *client.Options) {
 	dc := k.DataConverter(opts.DataConverter)
 	opts.DataConverter = dc
-	opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
-		DataConverter:          dc,
-		EncodeCommonAttributes: true,
-	})
+	opts.FailureConverter = FailureConverter(dc, true)
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tulip-temporal/tulip/codec"
 )
@@ -41,7 +43,7 @@ func TestRoundTripHidesEverything(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, codec.Encoding, string(p.Metadata[converter.MetadataEncoding]))
 	assert.Equal(t, "k1", string(p.Metadata[codec.MetadataKeyID]))
-	raw, err := proto_marshal(p)
+	raw, err := proto.Marshal(p) // the bytes a server stores
 	require.NoError(t, err)
 	for _, plain := range []string{"A-1001", "Rue Tulipe", "json/plain", "order"} {
 		assert.NotContains(t, string(raw), plain, "ciphertext holds %q", plain)
@@ -55,7 +57,6 @@ func TestRoundTripHidesEverything(t *testing.T) {
 	assert.NotEqual(t, p.Data, p2.Data)
 }
 
-func proto_marshal(p *commonpb.Payload) ([]byte, error) { return protojson.Marshal(p) }
 
 func TestDecodeErrors(t *testing.T) {
 	old := ring(t, key("2026-01", 1))
@@ -147,8 +148,8 @@ func TestKeyFile(t *testing.T) {
 		{"empty", "# nothing\n", nil, 0, "no keys"},
 		{"three fields", "k1 " + good + " extra\n", nil, 1, "found 3 fields"},
 		{"not base64", "k1 !!!\n", nil, 1, "not base64"},
-		{"short key", "k1 " + base64.StdEncoding.EncodeToString([]byte("short")) + "\n", nil, 0, "5 bytes; AES-256 needs 32"},
-		{"duplicate id", "k1 " + good + "\nk1 " + good + "\n", nil, 0, "appears twice"},
+		{"short key", "# c\nk1 " + base64.StdEncoding.EncodeToString([]byte("short")) + "\n", nil, 2, "5 bytes; AES-256 needs 32"},
+		{"duplicate id", "k1 " + good + "\nk1 " + good + "\n", nil, 2, "appears twice"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -216,6 +217,12 @@ func TestHandler(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
 	assert.Equal(t, "http://127.0.0.1:8233", resp.Header.Get("Access-Control-Allow-Origin"))
 	assert.Contains(t, resp.Header.Get("Access-Control-Allow-Headers"), "X-Namespace")
+	assert.Empty(t, resp.Header.Get("Access-Control-Allow-Private-Network"), "only when asked")
+	req.Header.Set("Access-Control-Request-Private-Network", "true")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, "true", resp.Header.Get("Access-Control-Allow-Private-Network"))
 
 	resp, out := post("/decode", "http://127.0.0.1:8233", body)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, out)
@@ -262,4 +269,26 @@ func TestDetect(t *testing.T) {
 	assert.Equal(t, "json/plain", string(plain.Metadata["encoding"]))
 	require.NoError(t, dc.FromPayload(plain, &s))
 	assert.Equal(t, "plain", s)
+}
+
+// A failure's message is encrypted; read without its key, it names the key
+// id instead of the SDK's "Encoded failure".
+func TestFailureMessages(t *testing.T) {
+	k1, k2 := ring(t, key("k1", 1)), ring(t, key("k2", 2))
+	fc1 := codec.FailureConverter(k1.DataConverter(nil), true)
+	f := fc1.ErrorToFailure(temporal.NewApplicationError("refund of ord-4821 declined", "billing.Declined"))
+	assert.NotContains(t, f.GetMessage(), "ord-4821")
+	assert.Contains(t, fc1.FailureToError(f).Error(), "refund of ord-4821 declined")
+
+	for _, fc := range []converter.FailureConverter{
+		codec.FailureConverter(k2.DataConverter(nil), true),
+		codec.FailureConverter(codec.DetectDataConverter(nil), false),
+	} {
+		err := fc.FailureToError(f)
+		assert.Contains(t, err.Error(), `key "k1"`)
+		assert.NotContains(t, err.Error(), "Encoded failure")
+		var appErr *temporal.ApplicationError
+		require.True(t, errors.As(err, &appErr))
+		assert.Equal(t, "billing.Declined", appErr.Type(), "the type stays readable")
+	}
 }

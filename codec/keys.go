@@ -100,6 +100,16 @@ func ParseKeys(r io.Reader, name string) (*Keyring, error) {
 			return nil, &KeyFileError{File: name, Line: n, Reason: fmt.Sprintf("key %q is not base64", fields[0])}
 		}
 		keys = append(keys, Key{ID: fields[0], Secret: secret})
+		if _, err := NewKeyring(keys[len(keys)-1]); err != nil {
+			ke := err.(*KeyFileError)
+			ke.File, ke.Line = name, n
+			return nil, ke
+		}
+		for _, k := range keys[:len(keys)-1] {
+			if k.ID == fields[0] {
+				return nil, &KeyFileError{File: name, Line: n, Reason: fmt.Sprintf("key id %q appears twice", k.ID)}
+			}
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, &KeyFileError{File: name, Reason: err.Error()}

@@ -17,7 +17,9 @@ type HandlerOptions struct {
 	// non-browser clients only).
 	AllowOrigins []string
 	// AllowCredentials lets the browser send cookies and the Authorization
-	// header (the UI's codec.includeCredentials / passAccessToken).
+	// header (the UI's codec.includeCredentials / passAccessToken). It is
+	// ignored when AllowOrigins holds "*": any page could then use the
+	// user's credentials.
 	AllowCredentials bool
 }
 
@@ -36,10 +38,14 @@ func (k *Keyring) Handler(opts HandlerOptions) http.Handler {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Add("Vary", "Origin")
-			if opts.AllowCredentials {
+			if opts.AllowCredentials && !slices.Contains(opts.AllowOrigins, "*") {
 				h.Set("Access-Control-Allow-Credentials", "true")
 			}
 			if r.Method == http.MethodOptions {
+				if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
+					// A hosted UI calling a codec server on this machine.
+					h.Set("Access-Control-Allow-Private-Network", "true")
+				}
 				h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
 				h.Set("Access-Control-Allow-Headers", "Content-Type, X-Namespace, Authorization, Authorization-Extras, Caller-Type")
 				h.Set("Access-Control-Max-Age", "600")

@@ -253,6 +253,8 @@ func TestWorkerWithoutKey(t *testing.T) {
 	t.Logf("status with only the wrong key: %v", desc.GetWorkflowExecutionInfo().GetStatus())
 	assert.Equal(t, "Running", desc.GetWorkflowExecutionInfo().GetStatus().String())
 	assert.Zero(t, tb.Invocations()["issue_refund"], "no tool ran")
+	assert.Contains(t, eventTypes(history(t, keyed, h.WorkflowID, h.RunID)), "WorkflowTaskFailed",
+		"the wrong-key worker took the task and failed it (not the run)")
 	w.Stop()
 
 	startWorker(t, keyed, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})

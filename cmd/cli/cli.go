@@ -338,6 +338,7 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 	} else {
 		// An encrypted payload is refused naming its key id.
 		opts.DataConverter = codec.DetectDataConverter(nil)
+		opts.FailureConverter = codec.FailureConverter(opts.DataConverter, false)
 	}
 	if err := e.tlsOptions(&opts); err != nil {
 		s.Close()

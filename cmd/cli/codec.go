@@ -54,6 +54,12 @@ func (e *env) codecServerCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *creds && strings.Contains(*origins, "*") {
+		return usageError{"--allow-credentials with --allow-origin '*' would let any web page use your credentials: name the UI's origin"}
+	}
+	if ip := net.ParseIP(*host); ip == nil || !ip.IsLoopback() {
+		e.progress("warning: the codec server decrypts for anyone who can reach %s; it has no authentication of its own: keep it behind your network's access control", *host)
+	}
 	if keys == nil {
 		return usageError{"codec-server needs keys: give --codec-key-file FILE (or TULIP_CODEC_KEY_FILE)"}
 	}

@@ -58,8 +58,17 @@ func (e *env) dev(args []string) error {
 	// fixed port before starting anything.
 	const host = "127.0.0.1"
 	if !*headless {
-		if *uiPort == 0 && *port != 0 {
+		switch {
+		case *uiPort == 0 && *port != 0:
 			*uiPort = devserver.UIPort(*port)
+		case *uiPort == 0:
+			// A free one, known now: the codec server allows its origin.
+			l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+			if err != nil {
+				return err
+			}
+			*uiPort = l.Addr().(*net.TCPAddr).Port
+			l.Close()
 		}
 		if *uiPort < 0 || *uiPort > 65535 {
 			return usageError{fmt.Sprintf("--ui-port %d is out of range", *uiPort)}
@@ -89,9 +98,6 @@ func (e *env) dev(args []string) error {
 		// The browser decodes through this endpoint; the server keeps
 		// ciphertext only.
 		origins := []string{"http://" + net.JoinHostPort(host, strconv.Itoa(*uiPort)), "http://" + net.JoinHostPort("localhost", strconv.Itoa(*uiPort))}
-		if *uiPort == 0 {
-			origins = []string{"*"} // the UI's port is chosen below; loopback only
-		}
 		cs, err := startCodecServer(keys, host, 0, codec.HandlerOptions{AllowOrigins: origins})
 		if err != nil {
 			return err
@@ -287,6 +293,7 @@ func (e *env) replay(args []string) error {
 		ro.Replayer.DataConverter, ro.Replayer.FailureConverter = o.DataConverter, o.FailureConverter
 	} else {
 		ro.Replayer.DataConverter = codec.DetectDataConverter(nil)
+		ro.Replayer.FailureConverter = codec.FailureConverter(ro.Replayer.DataConverter, false)
 	}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)

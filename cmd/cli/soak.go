@@ -147,6 +147,10 @@ func (e *env) soak(args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if e.getenv("TULIP_CODEC_KEY_FILE") != "" {
+		// Its workers, reference runs and replays would need the keys too.
+		return usageError{"soak runs unencrypted payloads: unset TULIP_CODEC_KEY_FILE"}
+	}
 	if *workers < 1 || *threads < 1 || *runs < 0 || *duration <= 0 {
 		return usageError{"usage: tulip soak [--workers N] [--threads T] [--runs R] [--kill-every D] [--server-restarts K] [--duration D] [--json]"}
 	}
