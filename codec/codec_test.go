@@ -57,7 +57,6 @@ func TestRoundTripHidesEverything(t *testing.T) {
 	assert.NotEqual(t, p.Data, p2.Data)
 }
 
-
 func TestDecodeErrors(t *testing.T) {
 	old := ring(t, key("2026-01", 1))
 	enc, err := old.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(secret)}})
