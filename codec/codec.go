@@ -2,7 +2,8 @@ package codec
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -29,6 +30,13 @@ var _ converter.PayloadCodec = (*Keyring)(nil)
 // the original encoding is hidden) with the first key. The key id is the
 // GCM additional data: a payload cannot be relabelled with another id.
 // Data is nonce || ciphertext || tag.
+//
+// The nonce is synthetic (as in SIV modes): an HMAC-SHA-256 of the
+// plaintext under a key derived from the encryption key, so a nonce
+// repeats only for the same plaintext, and then so does the ciphertext.
+// That keeps content-addressed blob stores deduplicating: a thread's
+// unchanged state, carried across continue-as-new, is stored once. What it
+// reveals is only that two payloads are equal.
 func (k *Keyring) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	id := k.ids[0]
 	aead := k.aead[id]
@@ -38,10 +46,9 @@ func (k *Keyring) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, err
 		if err != nil {
 			return nil, fmt.Errorf("codec: encode payload: %w", err)
 		}
-		nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
-		if _, err := rand.Read(nonce); err != nil {
-			return nil, fmt.Errorf("codec: nonce: %w", err)
-		}
+		mac := hmac.New(sha256.New, k.nonceKey)
+		mac.Write(plain)
+		nonce := mac.Sum(make([]byte, 0, sha256.Size+len(plain)+aead.Overhead()))[:aead.NonceSize()]
 		out[i] = &commonpb.Payload{
 			Metadata: map[string][]byte{
 				converter.MetadataEncoding: []byte(Encoding),

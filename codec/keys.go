@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -32,6 +34,8 @@ type Key struct {
 type Keyring struct {
 	ids  []string
 	aead map[string]cipher.AEAD
+	// nonceKey derives the encrypting key's nonces (see Encode).
+	nonceKey []byte
 }
 
 // NewKeyring checks the keys (at least one; ids unique and well-formed;
@@ -61,6 +65,11 @@ func NewKeyring(keys ...Key) (*Keyring, error) {
 		}
 		k.ids = append(k.ids, key.ID)
 		k.aead[key.ID] = gcm
+		if k.nonceKey == nil {
+			mac := hmac.New(sha256.New, key.Secret)
+			mac.Write([]byte("tulip codec nonce v1"))
+			k.nonceKey = mac.Sum(nil)
+		}
 	}
 	return k, nil
 }

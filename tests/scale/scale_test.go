@@ -5,6 +5,7 @@
 package scale
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -52,10 +54,13 @@ func quiet() sdklog.Logger {
 }
 
 // setup dials the server with external storage over blobs (nil: none) and
-// runs a worker with models.
-func setup(t testing.TB, blobs blobstore.Store, models map[string]activities.Model) (client.Client, string, *demo.Toolbox) {
+// encryption with keys (nil: none), and runs a worker with models.
+func setup(t testing.TB, blobs blobstore.Store, keys *codec.Keyring, models map[string]activities.Model) (client.Client, string, *demo.Toolbox) {
 	t.Helper()
 	opts := client.Options{HostPort: server.Address(), Logger: quiet()}
+	if keys != nil {
+		keys.ClientOptions(&opts)
+	}
 	wopts := tworker.Options{Hooks: demo.Hooks(), Models: models}
 	if blobs != nil {
 		opts.ExternalStorage = blobstore.ExternalStorage(blobs, 64<<10)
@@ -152,9 +157,9 @@ func (s longRunStats) storedOverContent() float64 {
 
 // longRun plays a run of turns turns, one audit_append call of size bytes
 // each, and measures it.
-func longRun(t testing.TB, turns, size int) longRunStats {
+func longRun(t testing.TB, turns, size int, keys *codec.Keyring) longRunStats {
 	blobs := &blobstore.Memory{}
-	c, tq, tb := setup(t, blobs, map[string]activities.Model{"m": padded(turns, size)})
+	c, tq, tb := setup(t, blobs, keys, map[string]activities.Model{"m": padded(turns, size)})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -181,17 +186,22 @@ func longRun(t testing.TB, turns, size int) longRunStats {
 	for _, l := range res.Trace {
 		st.content += size + len(l.Result) // the model's arguments, the tool's result
 	}
-	st.replayFirst, st.replayLast = replayCost(t, blobs, hs[0], hs[len(hs)-1])
+	st.replayFirst, st.replayLast = replayCost(t, blobs, keys, hs[0], hs[len(hs)-1])
 	return st
 }
 
 // replayCost times replaying two histories with the plugin, interleaved,
 // after a warm-up; the medians of five each.
-func replayCost(t testing.TB, blobs blobstore.Store, a, b *historypb.History) (time.Duration, time.Duration) {
+func replayCost(t testing.TB, blobs blobstore.Store, keys *codec.Keyring, a, b *historypb.History) (time.Duration, time.Duration) {
 	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
 	require.NoError(t, err)
-	r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin},
-		ExternalStorage: blobstore.ExternalStorage(blobs, 64<<10)})
+	ro := sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}, ExternalStorage: blobstore.ExternalStorage(blobs, 64<<10)}
+	if keys != nil {
+		var o client.Options
+		keys.ClientOptions(&o)
+		ro.DataConverter, ro.FailureConverter = o.DataConverter, o.FailureConverter
+	}
+	r, err := sdkworker.NewWorkflowReplayerWithOptions(ro)
 	require.NoError(t, err)
 	timed := func(h *historypb.History) time.Duration {
 		start := time.Now()
@@ -216,7 +226,7 @@ func replayCost(t testing.TB, blobs blobstore.Store, a, b *historypb.History) (t
 // replaying its last run (a worker's cache miss late in the thread) costs
 // what replaying its first did: bounded by continue-as-new.
 func TestLongRun(t *testing.T) {
-	st := longRun(t, 1000, 8<<10)
+	st := longRun(t, 1000, 8<<10, nil)
 	t.Logf("1,000 turns x 8 KB: %s, %d runs; history %.1f MB (turns 1-100: %d B, 901-1000: %d B, ratio %.2f); blobs %.1f MB; content %.1f MB; stored/content %.2f; replay first run %s, last run %s",
 		st.elapsed.Round(time.Second), st.runs, float64(st.history)/1e6, st.early, st.late, st.lateOverEarly(),
 		float64(st.blobs)/1e6, float64(st.content)/1e6, st.storedOverContent(), st.replayFirst.Round(time.Millisecond), st.replayLast.Round(time.Millisecond))
@@ -231,7 +241,7 @@ func TestLongRun(t *testing.T) {
 //	go test ./tests/scale -run '^$' -bench LongRun -benchtime 1x
 func BenchmarkLongRun(b *testing.B) {
 	for range b.N {
-		st := longRun(b, 1000, 8<<10)
+		st := longRun(b, 1000, 8<<10, nil)
 		b.ReportMetric(st.lateOverEarly(), "late/early-turn-bytes")
 		b.ReportMetric(st.storedOverContent(), "stored/content")
 		b.ReportMetric(float64(st.replayLast)/float64(st.replayFirst), "replay-last/first")
@@ -243,7 +253,7 @@ func BenchmarkLongRun(b *testing.B) {
 // to the blob store, history keeps claims.
 func TestLargeArguments(t *testing.T) {
 	blobs := &blobstore.Memory{}
-	c, tq, tb := setup(t, blobs, map[string]activities.Model{"m": padded(15, 100<<10)})
+	c, tq, tb := setup(t, blobs, nil, map[string]activities.Model{"m": padded(15, 100<<10)})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	thread := fmt.Sprintf("big-%d", time.Now().UnixNano())
@@ -257,4 +267,18 @@ func TestLargeArguments(t *testing.T) {
 	recs, err := agent.ThreadLog(ctx, c, thread, "")
 	require.NoError(t, err)
 	assert.Len(t, recs, 15)
+}
+
+// The same long run with every payload encrypted: the history still grows
+// only with what is new, and all it stores stays a small multiple of its
+// content (encrypted segments that did not change are stored once).
+func TestLongRunEncrypted(t *testing.T) {
+	keys, err := codec.NewKeyring(codec.Key{ID: "scale", Secret: bytes.Repeat([]byte{5}, codec.KeySize)})
+	require.NoError(t, err)
+	st := longRun(t, 1000, 8<<10, keys)
+	t.Logf("encrypted, 1,000 turns x 8 KB: %s, %d runs; history %.1f MB (late/early %.2f); blobs %.1f MB; stored/content %.2f; replay first run %s, last run %s",
+		st.elapsed.Round(time.Second), st.runs, float64(st.history)/1e6, st.lateOverEarly(),
+		float64(st.blobs)/1e6, st.storedOverContent(), st.replayFirst.Round(time.Millisecond), st.replayLast.Round(time.Millisecond))
+	assert.LessOrEqual(t, st.lateOverEarly(), 2.0, "history per turn does not grow with the conversation")
+	assert.LessOrEqual(t, st.storedOverContent(), 5.0, "history + blobs at most 5x the content")
 }
