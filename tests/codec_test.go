@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,10 +22,12 @@ import (
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
@@ -262,4 +266,55 @@ func TestWorkerWithoutKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+}
+
+// `tulip keygen` makes a key file line; `tulip codec-server` serves the
+// codec endpoint with it over real HTTP, for the UI's origin only.
+func TestCLICodecServer(t *testing.T) {
+	line, stderr, code := runCLI(t, "keygen", "2026-12")
+	require.Equal(t, 0, code, stderr)
+	f := writeFile(t, "keys.txt", line)
+	keys, err := codec.LoadKeyFile(f)
+	require.NoError(t, err)
+	enc, err := keys.DataConverter(nil).ToPayload(map[string]string{"order_id": "ord-4821"})
+	require.NoError(t, err)
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{enc}})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, []string{"codec-server", "--port", "0", "--codec-key-file", f, "--allow-origin", "http://127.0.0.1:8233"}, &out, &errb)
+	}()
+	defer func() {
+		cancel()
+		assert.Equal(t, 0, <-done, errb.String())
+	}()
+	var url string
+	require.Eventually(t, func() bool {
+		if m := regexp.MustCompile(`codec server: (\S+)`).FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		return url != ""
+	}, 10*time.Second, 10*time.Millisecond, errb.String())
+
+	post := func(origin string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, url+"/decode", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, text := post("http://127.0.0.1:8233")
+	require.Equal(t, http.StatusOK, status, text)
+	var got commonpb.Payloads
+	require.NoError(t, protojson.Unmarshal([]byte(text), &got))
+	assert.JSONEq(t, `{"order_id":"ord-4821"}`, string(got.Payloads[0].GetData()))
+	status, _ = post("http://elsewhere.example")
+	assert.Equal(t, http.StatusForbidden, status)
 }
