@@ -26,16 +26,7 @@ import (
 func TestTypeScriptClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	require.NoError(t, err, "node is needed for the TypeScript protocol test")
-	dir, err := filepath.Abs("ts")
-	require.NoError(t, err)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@temporalio", "client")); err != nil {
-		npm, err := exec.LookPath("npm")
-		require.NoError(t, err, "npm is needed to install @temporalio/client")
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "npm ci: %s", out)
-	}
+	dir := npmModules(t, "@temporalio/client")
 
 	c := dial(t, server.Address())
 	tb := demo.NewToolbox()
