@@ -1,6 +1,9 @@
 package codec
 
-import "go.temporal.io/sdk/client"
+import (
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+)
 
 // ClientOptions turns encryption on for a client and every worker built on
 // it: opts.DataConverter becomes k.DataConverter(opts.DataConverter), and
@@ -9,7 +12,13 @@ import "go.temporal.io/sdk/client"
 // error text) are encrypted too. External Storage stores payloads after
 // they are encrypted, so blobs hold ciphertext as well.
 func (k *Keyring) ClientOptions(opts *client.Options) {
-	dc := k.DataConverter(opts.DataConverter)
-	opts.DataConverter = dc
-	opts.FailureConverter = FailureConverter(dc, true)
+	opts.DataConverter, opts.FailureConverter = k.Converters(opts.DataConverter)
+}
+
+// Converters are what ClientOptions sets, for options that are not
+// client.Options (a replayer's, say): k.DataConverter(parent), and
+// FailureConverter over it with EncodeCommonAttributes.
+func (k *Keyring) Converters(parent converter.DataConverter) (converter.DataConverter, converter.FailureConverter) {
+	dc := k.DataConverter(parent)
+	return dc, FailureConverter(dc, true)
 }

@@ -41,37 +41,47 @@ type Keyring struct {
 // NewKeyring checks the keys (at least one; ids unique and well-formed;
 // secrets KeySize bytes) and returns a keyring whose first key encrypts.
 func NewKeyring(keys ...Key) (*Keyring, error) {
-	if len(keys) == 0 {
-		return nil, &KeyFileError{Reason: "no keys: give at least one \"KEY_ID BASE64_OF_32_BYTES\" line"}
-	}
 	k := &Keyring{aead: make(map[string]cipher.AEAD, len(keys))}
 	for _, key := range keys {
-		if reason := checkID(key.ID); reason != "" {
+		if reason := k.add(key); reason != "" {
 			return nil, &KeyFileError{Reason: reason}
 		}
-		if _, dup := k.aead[key.ID]; dup {
-			return nil, &KeyFileError{Reason: fmt.Sprintf("key id %q appears twice", key.ID)}
-		}
-		if len(key.Secret) != KeySize {
-			return nil, &KeyFileError{Reason: fmt.Sprintf("key %q is %d bytes; AES-256 needs %d", key.ID, len(key.Secret), KeySize)}
-		}
-		block, err := aes.NewCipher(bytes.Clone(key.Secret))
-		if err != nil {
-			return nil, &KeyFileError{Reason: err.Error()}
-		}
-		gcm, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, &KeyFileError{Reason: err.Error()}
-		}
-		k.ids = append(k.ids, key.ID)
-		k.aead[key.ID] = gcm
-		if k.nonceKey == nil {
-			mac := hmac.New(sha256.New, key.Secret)
-			mac.Write([]byte("tulip codec nonce v1"))
-			k.nonceKey = mac.Sum(nil)
-		}
+	}
+	if len(k.ids) == 0 {
+		return nil, &KeyFileError{Reason: noKeys}
 	}
 	return k, nil
+}
+
+const noKeys = "no keys: give at least one \"KEY_ID BASE64_OF_32_BYTES\" line"
+
+// add checks key and adds it last; it says what is wrong, or "".
+func (k *Keyring) add(key Key) string {
+	if reason := checkID(key.ID); reason != "" {
+		return reason
+	}
+	if _, dup := k.aead[key.ID]; dup {
+		return fmt.Sprintf("key id %q appears twice", key.ID)
+	}
+	if len(key.Secret) != KeySize {
+		return fmt.Sprintf("key %q is %d bytes; AES-256 needs %d", key.ID, len(key.Secret), KeySize)
+	}
+	block, err := aes.NewCipher(bytes.Clone(key.Secret))
+	if err != nil {
+		return err.Error()
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return err.Error()
+	}
+	k.ids = append(k.ids, key.ID)
+	k.aead[key.ID] = gcm
+	if k.nonceKey == nil {
+		mac := hmac.New(sha256.New, key.Secret)
+		mac.Write([]byte("tulip codec nonce v1"))
+		k.nonceKey = mac.Sum(nil)
+	}
+	return ""
 }
 
 func checkID(id string) string {
@@ -93,7 +103,7 @@ func checkID(id string) string {
 // line (standard or URL base64, padded or not); blank lines and lines
 // starting with # are skipped. name is used in errors.
 func ParseKeys(r io.Reader, name string) (*Keyring, error) {
-	var keys []Key
+	k := &Keyring{aead: map[string]cipher.AEAD{}}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -108,28 +118,17 @@ func ParseKeys(r io.Reader, name string) (*Keyring, error) {
 		if err != nil {
 			return nil, &KeyFileError{File: name, Line: n, Reason: fmt.Sprintf("key %q is not base64", fields[0])}
 		}
-		keys = append(keys, Key{ID: fields[0], Secret: secret})
-		if _, err := NewKeyring(keys[len(keys)-1]); err != nil {
-			ke := err.(*KeyFileError)
-			ke.File, ke.Line = name, n
-			return nil, ke
-		}
-		for _, k := range keys[:len(keys)-1] {
-			if k.ID == fields[0] {
-				return nil, &KeyFileError{File: name, Line: n, Reason: fmt.Sprintf("key id %q appears twice", k.ID)}
-			}
+		if reason := k.add(Key{ID: fields[0], Secret: secret}); reason != "" {
+			return nil, &KeyFileError{File: name, Line: n, Reason: reason}
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, &KeyFileError{File: name, Reason: err.Error()}
 	}
-	kr, err := NewKeyring(keys...)
-	if err != nil {
-		ke := err.(*KeyFileError)
-		ke.File = name
-		return nil, ke
+	if len(k.ids) == 0 {
+		return nil, &KeyFileError{File: name, Reason: noKeys}
 	}
-	return kr, nil
+	return k, nil
 }
 
 func decodeBase64(s string) ([]byte, error) {

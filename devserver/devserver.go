@@ -152,11 +152,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.Port != 0 {
 		// The server panics on a port it cannot bind: check it first.
-		l, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s:%d (choose another with --port, or 0 for a free one)", ErrPortInUse, opts.Host, opts.Port)
+		if err := CheckPort(opts.Host, opts.Port, "--port, or 0 for a free one"); err != nil {
+			return nil, err
 		}
-		l.Close()
 		ports[0] = opts.Port
 	}
 	cfg, err := buildConfig(&opts, ports)
@@ -193,14 +191,16 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("devserver: start: %w", err)
 	}
 	s := &Server{srv: srv, address: net.JoinHostPort(opts.Host, strconv.Itoa(ports[0])), namespace: opts.Namespace}
-	if err := waitReachable(s.address, 10*time.Second); err != nil {
+	if err := waitReachable("frontend", s.address, 10*time.Second); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-func waitReachable(addr string, limit time.Duration) error {
+// waitReachable waits until addr (the what: "frontend", "UI") accepts TCP
+// connections.
+func waitReachable(what, addr string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -209,7 +209,7 @@ func waitReachable(addr string, limit time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("devserver: frontend %s not reachable: %w", addr, err)
+			return fmt.Errorf("devserver: %s %s not reachable: %w", what, addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -63,7 +62,7 @@ func CheckPort(host string, port int, flag string) error {
 }
 
 // StartUI validates the options, checks the port, starts the UI server,
-// and returns once it answers HTTP. Its news fetch and version check are
+// and returns once it accepts connections. Its news fetch and version check are
 // off (no network is needed), and its logs are hidden.
 func StartUI(opts UIOptions) (*UI, error) {
 	if opts.Host == "" {
@@ -110,17 +109,9 @@ func StartUI(opts UIOptions) (*UI, error) {
 	srv := uiserver.NewServer(uioptions.WithConfigProvider(cfg))
 	go func() { _ = srv.Start() }()
 	u := &UI{srv: srv, url: "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(u.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return u, nil
-		}
-		if time.Now().After(deadline) {
-			u.Stop()
-			return nil, fmt.Errorf("devserver: UI at %s not reachable: %v", u.url, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitReachable("UI", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)), 10*time.Second); err != nil {
+		u.Stop()
+		return nil, err
 	}
+	return u, nil
 }

@@ -35,13 +35,16 @@ import (
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
-// encryptedClient dials addr with keys and a blob store for large payloads,
-// as tulip's commands do.
+// encryptedClient dials addr with keys and a blob store for large payloads
+// (nil: none), as tulip's commands do.
 func encryptedClient(t *testing.T, addr, keyFile string, blobs blobstore.Store) client.Client {
 	t.Helper()
 	keys, err := codec.LoadKeyFile(keyFile)
 	require.NoError(t, err)
-	opts := client.Options{HostPort: addr, Logger: quietLogger(), ExternalStorage: blobstore.ExternalStorage(blobs, 64<<10)}
+	opts := client.Options{HostPort: addr, Logger: quietLogger()}
+	if blobs != nil {
+		opts.ExternalStorage = blobstore.ExternalStorage(blobs, 64<<10)
+	}
 	keys.ClientOptions(&opts)
 	c, err := client.Dial(opts)
 	require.NoError(t, err)

@@ -73,10 +73,11 @@ func scriptWorker(t *testing.T, c client.Client, tb *demo.Toolbox, models map[st
 	return tq
 }
 
-// (b) A plain start of tulip.AgentRun by any client (here the Go SDK's raw
-// ExecuteWorkflow with only documented JSON fields, no previous_run_id)
-// continues the thread: the earlier refund is served.
-func TestPlainStartContinuesThread(t *testing.T) {
+// refundedThread runs "first" on a new thread: it refunds ord-4821 (the
+// refund executed). The worker on tq also has model "second", which asks
+// for the same refund with its fields reordered.
+func refundedThread(t *testing.T) (client.Client, *demo.Toolbox, string, string) {
+	t.Helper()
 	c := dial(t, server.Address())
 	tb := demo.NewToolbox()
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
@@ -86,6 +87,14 @@ func TestPlainStartContinuesThread(t *testing.T) {
 	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+	return c, tb, tq, thread
+}
+
+// (b) A plain start of tulip.AgentRun by any client (here the Go SDK's raw
+// ExecuteWorkflow with only documented JSON fields, no previous_run_id)
+// continues the thread: the earlier refund is served.
+func TestPlainStartContinuesThread(t *testing.T) {
+	c, tb, tq, thread := refundedThread(t)
 
 	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
 		map[string]any{"thread_id": thread, "model": "second", "message": "refund again"})

@@ -11,10 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/demo"
-	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -28,15 +25,7 @@ func TestTypeScriptClient(t *testing.T) {
 	require.NoError(t, err, "node is needed for the TypeScript protocol test")
 	dir := npmModules(t, "@temporalio/client")
 
-	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
-	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "second": second.Model()})
-	thread := threadID(t)
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
-	require.NoError(t, err)
-	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+	_, tb, tq, thread := refundedThread(t)
 
 	cmd := exec.CommandContext(ctxT(t), node, filepath.Join(dir, "thread.mjs"), server.Address(), tq, thread, "second")
 	cmd.Dir = dir

@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/cmd/cli"
@@ -56,24 +55,11 @@ func keyFile(t *testing.T, keys ...codec.Key) string {
 	t.Helper()
 	var b strings.Builder
 	for _, k := range keys {
-		b.WriteString(k.ID + " " + base64Std(k.Secret) + "\n")
+		b.WriteString(k.ID + " " + base64.StdEncoding.EncodeToString(k.Secret) + "\n")
 	}
 	f := filepath.Join(t.TempDir(), "keys.txt")
 	require.NoError(t, os.WriteFile(f, []byte(b.String()), 0o600))
 	return f
-}
-
-// keyedClient dials addr with encryption on, as tulip's commands do.
-func keyedClient(t *testing.T, addr, file string) client.Client {
-	t.Helper()
-	keys, err := codec.LoadKeyFile(file)
-	require.NoError(t, err)
-	opts := client.Options{HostPort: addr, Logger: quietLogger()}
-	keys.ClientOptions(&opts)
-	c, err := client.Dial(opts)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
 }
 
 // chromiumPath is Debian's Chromium (TULIP_CHROMIUM overrides). Under CI
@@ -131,7 +117,7 @@ func TestWebUI(t *testing.T) {
 	require.Equal(t, "http://127.0.0.1:"+strconv.Itoa(uiPort)+"/namespaces/default/workflows", ui)
 	require.NotEmpty(t, codecURL)
 
-	c := keyedClient(t, addr, keys)
+	c := encryptedClient(t, addr, keys, nil)
 	thread := "ui-" + threadID(t)
 	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", ThreadID: thread,
 		Message: "Please refund order ord-4821 to Mme Tulipe"})
@@ -181,5 +167,3 @@ func freeTCPPort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
-
-func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -332,14 +332,8 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 	if s.blobs != nil {
 		opts.ExternalStorage = blobstore.ExternalStorage(s.blobs, 0)
 	}
-	if s.keys != nil {
-		// Blobs are stored after encryption: they hold ciphertext too.
-		s.keys.ClientOptions(&opts)
-	} else {
-		// An encrypted payload is refused naming its key id.
-		opts.DataConverter = codec.DetectDataConverter(nil)
-		opts.FailureConverter = codec.FailureConverter(opts.DataConverter, false)
-	}
+	// Blobs are stored after encryption: they hold ciphertext too.
+	opts.DataConverter, opts.FailureConverter = converters(s.keys)
 	if err := e.tlsOptions(&opts); err != nil {
 		s.Close()
 		return nil, err

@@ -10,6 +10,11 @@ import (
 	"strings"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
+	"go.temporal.io/sdk/converter"
+
 	"github.com/tulip-temporal/tulip/codec"
 )
 
@@ -97,4 +102,26 @@ func (e *env) keygen(args []string) error {
 	}
 	fmt.Fprintln(e.stdout, line)
 	return nil
+}
+
+// converters are the data and failure converters of every client and
+// replayer: encrypting with keys, or, with none, refusing an encrypted
+// payload by its key id.
+func converters(keys *codec.Keyring) (converter.DataConverter, converter.FailureConverter) {
+	if keys != nil {
+		return keys.Converters(nil)
+	}
+	dc := codec.DetectDataConverter(nil)
+	return dc, codec.FailureConverter(dc, false)
+}
+
+// decodeHistory decodes every payload of hist in place with pc (search
+// attributes are never encoded).
+func decodeHistory(ctx context.Context, hist *historypb.History, pc converter.PayloadCodec) error {
+	return proxy.VisitPayloads(ctx, hist, proxy.VisitPayloadsOptions{
+		Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			return pc.Decode(p)
+		},
+		SkipSearchAttributes: true,
+	})
 }

@@ -13,10 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/proxy"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -230,12 +228,7 @@ func (e *env) history(args []string) error {
 		if s.keys != nil && !*encoded {
 			// The file is for people and replay tests: decrypted, as the
 			// Temporal CLI shows histories through a codec.
-			if err := proxy.VisitPayloads(e.ctx, hist, proxy.VisitPayloadsOptions{
-				Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
-					return s.keys.Decode(p)
-				},
-				SkipSearchAttributes: true,
-			}); err != nil {
+			if err := decodeHistory(e.ctx, hist, s.keys); err != nil {
 				return fmt.Errorf("history of %s: %w", fs.Arg(0), err)
 			}
 		}
@@ -285,15 +278,12 @@ func (e *env) replay(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Histories written encrypted (history --encoded, or the server's own
+	// export) and decrypted ones replay alike.
+	ro.Replayer.DataConverter, ro.Replayer.FailureConverter = converters(keys)
+	var pc converter.PayloadCodec = codec.Detect()
 	if keys != nil {
-		// Histories written encrypted (history --encoded, or the server's
-		// own export) and decrypted ones replay alike.
-		o := client.Options{}
-		keys.ClientOptions(&o)
-		ro.Replayer.DataConverter, ro.Replayer.FailureConverter = o.DataConverter, o.FailureConverter
-	} else {
-		ro.Replayer.DataConverter = codec.DetectDataConverter(nil)
-		ro.Replayer.FailureConverter = codec.FailureConverter(ro.Replayer.DataConverter, false)
+		pc = keys
 	}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)
@@ -312,7 +302,7 @@ func (e *env) replay(args []string) error {
 			missing++
 			continue
 		}
-		if err := checkPayloads(f, ro.Replayer.DataConverter); err != nil {
+		if err := checkPayloads(f, pc); err != nil {
 			fmt.Fprintf(e.stderr, "tulip: %s: %s\n", f, oneLine(err.Error()))
 			failed++
 			continue
@@ -408,10 +398,10 @@ func (e *env) resume(args []string) error {
 	return e.report(h, final, err, c, *db, mf, *asJSON, tb)
 }
 
-// checkPayloads decodes every payload of a history file with dc: an
+// checkPayloads decodes every payload of a history file with pc: an
 // encrypted payload without its key is named here, not as the
 // nondeterminism it would cause in replay.
-func checkPayloads(file string, dc converter.DataConverter) error {
+func checkPayloads(file string, pc converter.PayloadCodec) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -421,19 +411,9 @@ func checkPayloads(file string, dc converter.DataConverter) error {
 	if err != nil {
 		return nil // ReplayHistories reports a file it cannot read
 	}
-	return proxy.VisitPayloads(context.Background(), hist, proxy.VisitPayloadsOptions{
-		Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
-			for _, one := range p {
-				var v any
-				if err := dc.FromPayload(one, &v); err != nil {
-					var ke *codec.KeyError
-					if errors.As(err, &ke) {
-						return nil, ke
-					}
-				}
-			}
-			return p, nil
-		},
-		SkipSearchAttributes: true,
-	})
+	var ke *codec.KeyError
+	if err := decodeHistory(context.Background(), hist, pc); errors.As(err, &ke) {
+		return ke
+	}
+	return nil
 }

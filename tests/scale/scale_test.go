@@ -197,9 +197,7 @@ func replayCost(t testing.TB, blobs blobstore.Store, keys *codec.Keyring, a, b *
 	require.NoError(t, err)
 	ro := sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}, ExternalStorage: blobstore.ExternalStorage(blobs, 64<<10)}
 	if keys != nil {
-		var o client.Options
-		keys.ClientOptions(&o)
-		ro.DataConverter, ro.FailureConverter = o.DataConverter, o.FailureConverter
+		ro.DataConverter, ro.FailureConverter = keys.Converters(nil)
 	}
 	r, err := sdkworker.NewWorkflowReplayerWithOptions(ro)
 	require.NoError(t, err)
