@@ -13,6 +13,8 @@ const (
 	// SaveCheckpointActivity saves a thread's checkpoint at run end, when
 	// the worker has a custom Checkpointer.
 	SaveCheckpointActivity = "tulip.SaveCheckpoint"
+	// ListToolsActivity lists the worker's toolsets' tools, once per run.
+	ListToolsActivity = "tulip.ListTools"
 	// ToolActivityPrefix prefixes a tool's name to make its activity name.
 	ToolActivityPrefix = "tulip.tool."
 )

@@ -30,6 +30,12 @@ type ToolSpec struct {
 	// the top-level argument name (strings as is, numbers by exact value,
 	// so 120 and 120.0 give the same key). Example: "refund:{order_id}:v1".
 	KeyTemplate string `json:"key_template,omitempty"`
+	// Approval: every call of the tool waits for a person's approval (the
+	// run is interrupted before it, as by a hook, and resumed by
+	// tulip.resume) before it runs. Toolsets set it for destructive tools.
+	Approval bool `json:"approval,omitempty"`
+	// Toolset names the Toolset the tool comes from ("" for a Go tool).
+	Toolset string `json:"toolset,omitempty"`
 }
 
 // ToolOptions are a tool's activity options. Zero values are documented per
@@ -56,6 +62,8 @@ type ToolInput struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	Agent          string `json:"agent"`
 	Thread         string `json:"thread,omitempty"`
+	// Toolset names the Toolset whose tool this is ("" for a Go tool).
+	Toolset string `json:"toolset,omitempty"`
 }
 
 // ToolOutput is a tool activity's result: the body's result as JSON.

@@ -32,6 +32,11 @@ const PluginName = "tulip"
 type Options struct {
 	// Tools the agent may call.
 	Tools []*activities.Tool
+	// Toolsets are tools discovered at run time (MCP servers: package
+	// github.com/tulip-temporal/tulip/mcp). Each run reads their lists
+	// once, in an activity, so the list it uses is in its history. Zero
+	// value: none.
+	Toolsets []activities.Toolset
 	// Hooks by name, for RunInput.Hooks and mid-run installs.
 	Hooks map[string]hooks.Hook
 	// Models by name, for RunInput.Model.
