@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -18,17 +19,48 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/dedup"
 )
 
 // Checkpoint is a thread's state between runs: its conversation and each
 // agent's execution log (a dedup snapshot). Agents never see each other's
 // records; every agent on the thread sees the whole conversation.
+//
+// Runs write it by reference: Conversation names the runs whose histories
+// hold the messages, and the logs' records are thin (dedup.Record.Thin:
+// arguments as a hash, large results as a message number), so its size
+// grows with the number of calls, not with their content. Messages then
+// holds only the messages after Conversation's, in full. A Checkpoint
+// without Conversation (written before runs carried state by reference, or
+// by a custom Checkpointer) holds the whole conversation in Messages and
+// full records.
 type Checkpoint struct {
 	// Agents holds each agent's execution log as a dedup snapshot.
 	Agents map[string]json.RawMessage `json:"agents"`
-	// Messages is the thread's conversation: user messages, assistant
-	// messages with their tool calls, tool results.
+	// Messages is the conversation, in full: all of it, or what follows
+	// Conversation's messages.
 	Messages []Message `json:"messages,omitempty"`
+	// Conversation is the conversation's first messages, by reference.
+	Conversation *ConversationRef `json:"conversation,omitempty"`
+	// Run is the workflow run whose state this is.
+	Run string `json:"run,omitempty"`
+}
+
+// ConversationRef is a conversation by reference: its length, its digest
+// (ExtendDigest), and which run holds which of its messages. A reader pages
+// the messages from those runs (QueryPage), closed runs included.
+type ConversationRef struct {
+	Count  int    `json:"count"`
+	Digest string `json:"digest"`
+	// Parts hold messages [0, Count) in order.
+	Parts []Part `json:"parts"`
+}
+
+// Part says which run holds the messages [From, To).
+type Part struct {
+	Run  string `json:"run"`
+	From int    `json:"from"`
+	To   int    `json:"to"`
 }
 
 // ThreadRef names the thread a run belongs to.
@@ -41,6 +73,17 @@ type ThreadRef struct {
 	// client that started the run knew it. Without it the loader finds
 	// the thread's runs itself.
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// Started is when the loading run started (its workflow start time).
+	Started time.Time `json:"started,omitempty"`
+}
+
+// LoadedThread is what LoadThreadActivity returns to a run.
+type LoadedThread struct {
+	// State is the thread's state (nil for a new thread).
+	State *Checkpoint `json:"state,omitempty"`
+	// Save: the worker's Checkpointer keeps states itself, so the run
+	// saves its state at its end (SaveThreadActivity).
+	Save bool `json:"save,omitempty"`
 }
 
 // Checkpointer loads and saves thread checkpoints. Both run in activities.
@@ -50,9 +93,18 @@ type Checkpointer interface {
 }
 
 // RunOutcome is the part of an agent run's result a Checkpointer needs. It
-// mirrors the workflow result's JSON.
+// mirrors the workflow result's JSON: State (runs that carry state by
+// reference) or Checkpoint (runs before them).
 type RunOutcome struct {
+	State      *Checkpoint `json:"state,omitempty"`
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+func (o RunOutcome) state() *Checkpoint {
+	if o.State != nil {
+		return o.State
+	}
+	return o.Checkpoint
 }
 
 // StartInput is the part of an agent run's input that names the previous
@@ -61,24 +113,52 @@ type StartInput struct {
 	PreviousRunID string `json:"previous_run_id,omitempty"`
 }
 
+// DefaultVisibilityLag is TemporalCheckpointer's VisibilityLag zero value.
+const DefaultVisibilityLag = 2 * time.Second
+
 // TemporalCheckpointer keeps checkpoints in Temporal itself, so that any
 // client that starts a run on a thread (workflow ID = thread ID) continues
-// it. Load finds the thread's runs (the hint first, then the namespace's
-// visibility store, newest first) and takes the state the newest run that
-// ever ran left behind:
+// it. Load finds the thread's newest run that ever ran and takes the state
+// it left behind:
 //   - a completed run's result, or a failed run's failure details, carry it
 //     (the fast path);
 //   - any other run (terminated, timed out, cancelled, failed without
 //     details) is asked by query (QueryThread): a worker replays its
 //     history and answers with every record that history proves.
 //
-// A run that never completed a workflow task left nothing and is stepped
-// over. Save does nothing.
+// Every read of a run is strongly consistent (describe, result, history,
+// query by workflow and run ID). Only finding the newest run may need the
+// namespace's visibility store, which is eventually consistent: a run that
+// closed moments ago may not be listed yet. So a start that names the
+// previous run (ThreadRef.PreviousRunID, which agent.Start fills from a
+// describe just before it starts) uses it, and a start that does not waits
+// until VisibilityLag has passed since it started before it lists: every
+// run that closed before it started is then listed, and it never loads an
+// older state than the newest. A run that never completed a workflow task
+// left nothing and is stepped over. Save does nothing.
 type TemporalCheckpointer struct {
 	// Client reads the runs. Zero value: the activity's own client.
 	Client client.Client
 	// MaxSkip bounds how many runs are looked at. Zero value: 100.
 	MaxSkip int
+	// VisibilityLag bounds how far the namespace's visibility store lags
+	// behind a run's close (about a second with Elasticsearch, less with
+	// SQL): how long a start with no previous_run_id waits, from its own
+	// start, before it lists the thread's runs. Zero value:
+	// DefaultVisibilityLag. Negative: no wait (a start within the store's
+	// lag may then load a state older than the newest).
+	VisibilityLag time.Duration
+	// List lists the thread's runs, newest first by start time, for a
+	// start without a hint. Zero value: the visibility store
+	// (ListWorkflow with WorkflowId = the thread). Tests set it to model a
+	// lagging store.
+	List func(ctx context.Context, c client.Client, threadID string) ([]RunInfo, error)
+}
+
+// RunInfo is one run of a thread as a listing shows it.
+type RunInfo struct {
+	RunID string
+	Start time.Time
 }
 
 // Load implements Checkpointer.
@@ -91,7 +171,7 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 	if limit <= 0 {
 		limit = 100
 	}
-	runs, err := threadRuns(ctx, c, ref, limit)
+	runs, err := t.threadRuns(ctx, c, ref, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +182,9 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 				fmt.Sprintf("thread %s: reading run %s: %v", ref.ThreadID, run, err), ErrCheckpoint, err)
 		}
 		if ran {
+			if cp != nil && cp.Run == "" {
+				cp.Run = run
+			}
 			return cp, nil
 		}
 	}
@@ -112,42 +195,80 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 func (TemporalCheckpointer) Save(context.Context, ThreadRef, *Checkpoint) error { return nil }
 
 // threadRuns lists the thread's runs other than ref.RunID, newest first:
-// the hint, then what visibility knows.
-func threadRuns(ctx context.Context, c client.Client, ref ThreadRef, limit int) ([]string, error) {
-	type run struct {
-		id    string
-		start int64
+// the hint, then what visibility knows (after the lag, without a hint).
+func (t TemporalCheckpointer) threadRuns(ctx context.Context, c client.Client, ref ThreadRef, limit int) ([]string, error) {
+	if ref.PreviousRunID == "" && t.VisibilityLag >= 0 && !ref.Started.IsZero() {
+		lag := t.VisibilityLag
+		if lag == 0 {
+			lag = DefaultVisibilityLag
+		}
+		if err := sleepUntil(ctx, ref.Started.Add(lag)); err != nil {
+			return nil, err
+		}
 	}
-	var found []run
-	var token []byte
-	query := "WorkflowId = " + quote(ref.ThreadID)
-	for len(found) < limit {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 50, NextPageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("thread %s: listing its runs: %w", ref.ThreadID, err)
+	list := t.List
+	if list == nil {
+		list = func(ctx context.Context, c client.Client, threadID string) ([]RunInfo, error) {
+			return listRuns(ctx, c, threadID, limit)
 		}
-		for _, e := range resp.GetExecutions() {
-			if id := e.GetExecution().GetRunId(); id != ref.RunID && id != ref.PreviousRunID {
-				found = append(found, run{id, e.GetStartTime().AsTime().UnixNano()})
-			}
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
+	}
+	listed, err := list(ctx, c, ref.ThreadID)
+	if err != nil {
+		return nil, fmt.Errorf("thread %s: listing its runs: %w", ref.ThreadID, err)
+	}
+	var found []RunInfo
+	for _, r := range listed {
+		if r.RunID != ref.RunID && r.RunID != ref.PreviousRunID {
+			found = append(found, r)
 		}
 	}
 	if ref.PreviousRunID != "" {
 		// The hint takes its place by start time: a run that started
 		// after the client read it is newer.
-		start := int64(1<<63 - 1)
+		start := time.Unix(1<<40, 0)
 		if d, err := c.DescribeWorkflowExecution(ctx, ref.ThreadID, ref.PreviousRunID); err == nil {
-			start = d.GetWorkflowExecutionInfo().GetStartTime().AsTime().UnixNano()
+			start = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
 		}
-		found = append(found, run{ref.PreviousRunID, start})
+		found = append(found, RunInfo{RunID: ref.PreviousRunID, Start: start})
 	}
-	slices.SortStableFunc(found, func(a, b run) int { return cmp.Compare(b.start, a.start) })
+	slices.SortStableFunc(found, func(a, b RunInfo) int { return cmp.Compare(b.Start.UnixNano(), a.Start.UnixNano()) })
 	var out []string
 	for _, r := range found {
-		out = append(out, r.id)
+		out = append(out, r.RunID)
+	}
+	return out, nil
+}
+
+// sleepUntil waits until t.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// listRuns lists a workflow ID's runs from the visibility store.
+func listRuns(ctx context.Context, c client.Client, workflowID string, limit int) ([]RunInfo, error) {
+	var out []RunInfo
+	var token []byte
+	query := "WorkflowId = " + quote(workflowID)
+	for len(out) < limit {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 50, NextPageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range resp.GetExecutions() {
+			out = append(out, RunInfo{RunID: e.GetExecution().GetRunId(), Start: e.GetStartTime().AsTime()})
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
 	}
 	return out, nil
 }
@@ -157,7 +278,8 @@ func quote(s string) string {
 }
 
 // loadRun reads the thread state run left behind. ran is false when the run
-// never completed a workflow task (it left nothing).
+// left nothing: it never completed a workflow task, or it stopped before it
+// had its thread's state.
 func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp *Checkpoint, ran bool, err error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
 	if err != nil {
@@ -176,19 +298,16 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 			return nil, true, err // encrypted with a key this client lacks: say so
 		}
 		var appErr *temporal.ApplicationError
-		if err != nil && errors.As(err, &appErr) {
-			switch appErr.Type() {
-			case ErrBadInput, ErrUnknownHook:
-				return nil, false, nil // refused before it ran: it left nothing
-			}
-			if appErr.HasDetails() {
-				if derr := appErr.Details(&out); errors.As(derr, &keyErr) {
-					return nil, true, derr
-				}
+		if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
+			// A failed run's details hold its state, whatever its type
+			// (a run that failed before it had its thread's state wrote
+			// none).
+			if derr := appErr.Details(&out); errors.As(derr, &keyErr) {
+				return nil, true, derr
 			}
 		}
-		if out.Checkpoint != nil {
-			return out.Checkpoint, true, nil
+		if st := out.state(); st != nil {
+			return st, true, nil
 		}
 	}
 	ran, err = completedATask(ctx, c, workflowID, runID)
@@ -254,9 +373,13 @@ func PreviousRunOf(ctx context.Context, c client.Client, dc converter.DataConver
 // Checkpoints holds the checkpoint activities of a worker.
 type Checkpoints struct {
 	Checkpointer Checkpointer
+	// Custom: Checkpointer is not the TemporalCheckpointer, so runs save
+	// their state through it at their end.
+	Custom bool
 }
 
-// Load is the LoadCheckpointActivity function.
+// Load is the LoadCheckpointActivity function (runs recorded before
+// LoadThreadActivity).
 func (c Checkpoints) Load(ctx context.Context, ref ThreadRef) (*Checkpoint, error) {
 	cp, err := c.Checkpointer.Load(ctx, ref)
 	if err != nil {
@@ -268,7 +391,126 @@ func (c Checkpoints) Load(ctx context.Context, ref ThreadRef) (*Checkpoint, erro
 	return cp, nil
 }
 
-// Save is the SaveCheckpointActivity function.
+// Save is the SaveCheckpointActivity function (runs recorded before
+// SaveThreadActivity).
 func (c Checkpoints) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) error {
 	return c.Checkpointer.Save(ctx, ref, cp)
+}
+
+// LoadThread is the LoadThreadActivity function: the thread's state, and
+// whether the run must save its own at its end (a custom Checkpointer).
+// The run takes that decision from this result, in its history, not from
+// the worker's configuration.
+func (c Checkpoints) LoadThread(ctx context.Context, ref ThreadRef) (LoadedThread, error) {
+	stop := heartbeat(ctx)
+	defer stop()
+	cp, err := c.Checkpointer.Load(ctx, ref)
+	if err != nil {
+		return LoadedThread{}, err
+	}
+	return LoadedThread{State: cp, Save: c.Custom}, nil
+}
+
+// SaveThread is the SaveThreadActivity function: it reads in full what the
+// state holds by reference (from the runs that hold it) and saves that, so
+// a custom Checkpointer keeps states that need no run's history.
+func (c Checkpoints) SaveThread(ctx context.Context, ref ThreadRef, cp *Checkpoint) error {
+	stop := heartbeat(ctx)
+	defer stop()
+	if byReference(cp) {
+		full, err := ResolveCheckpoint(ctx, activity.GetClient(ctx), ref.ThreadID, cp)
+		if err != nil {
+			return err
+		}
+		cp = full
+	}
+	return c.Checkpointer.Save(ctx, ref, cp)
+}
+
+// byReference reports whether cp holds anything by reference: messages in
+// other runs, thin records, results in messages.
+func byReference(cp *Checkpoint) bool {
+	if cp == nil {
+		return false
+	}
+	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
+		return true
+	}
+	for _, m := range cp.Messages {
+		if m.ContentIn != nil {
+			return true
+		}
+	}
+	for _, snap := range cp.Agents {
+		l, err := dedup.Restore(snap)
+		if err != nil {
+			return true // ResolveCheckpoint reports it
+		}
+		for _, r := range l.Records() {
+			if r.Thin() || r.ResultIn != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ResolveCheckpoint returns cp in full: its conversation's messages and its
+// logs' records read from the runs (of workflowID) that hold them, content
+// references filled in. A checkpoint that holds everything already is
+// returned as it is.
+func ResolveCheckpoint(ctx context.Context, c client.Client, workflowID string, cp *Checkpoint) (*Checkpoint, error) {
+	if cp == nil {
+		return nil, nil
+	}
+	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run}
+	msgs := cp.Messages
+	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
+		head, err := FetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(head, msgs...)
+	}
+	msgs = slices.Clone(msgs)
+	if err := ResolveContent(msgs); err != nil {
+		return nil, err
+	}
+	out.Messages = msgs
+	for name, snap := range cp.Agents {
+		l, err := dedup.Restore(snap)
+		if err != nil {
+			return nil, err
+		}
+		recs := l.Records()
+		thin := 0
+		for thin < len(recs) && recs[thin].Thin() {
+			thin++
+		}
+		if thin > 0 {
+			full, err := FetchRecords(ctx, c, workflowID, cp.Run, name, 0, thin)
+			if err != nil {
+				return nil, err
+			}
+			copy(recs, full)
+		}
+		for i := range recs {
+			if in := recs[i].ResultIn; in != nil {
+				if *in < 0 || *in >= len(msgs) {
+					return nil, fmt.Errorf("record %d of %s: its result is in message %d of %d", i, name, *in, len(msgs))
+				}
+				recs[i].Result, recs[i].ResultIn = json.RawMessage(msgs[*in].Content), nil
+			}
+		}
+		fl, err := dedup.FromRecords(l.Response(), recs)
+		if err != nil {
+			return nil, err
+		}
+		b, err := fl.Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		out.Agents[name] = b
+	}
+	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -126,7 +125,8 @@ func (n *convNode) flatten() []Message {
 	return out
 }
 
-// conversation rebuilds in's whole conversation and checks its digest.
+// conversation rebuilds in's whole conversation, checks its digest, and
+// fills in the content of served messages that refer to another (ContentIn).
 func (m *Models) conversation(ctx context.Context, in ModelInput) ([]Message, error) {
 	var base *convNode
 	if in.Base != nil && in.Base.Count > 0 {
@@ -155,7 +155,11 @@ func (m *Models) conversation(ctx context.Context, in ModelInput) ([]Message, er
 	}
 	n := &convNode{parent: base, msgs: in.New, count: count + len(in.New), digest: d}
 	m.Cache.put(n)
-	return n.flatten(), nil
+	msgs := n.flatten()
+	if err := ResolveContent(msgs); err != nil {
+		return nil, err
+	}
+	return msgs, nil
 }
 
 // remember caches in's conversation followed by the model's answer.
@@ -168,32 +172,9 @@ func (m *Models) remember(in ModelInput, answer Message) {
 }
 
 // fetchConversation reads the first count messages of the calling run's
-// conversation from the run itself, a page at a time. Queries add nothing
-// to history.
+// conversation: from the run itself, and from the runs that hold its
+// earlier parts (QueryPage). Queries add nothing to history.
 func fetchConversation(ctx context.Context, count int) ([]Message, error) {
 	info := activity.GetInfo(ctx)
-	c := activity.GetClient(ctx)
-	return FetchConversation(ctx, c, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, count)
-}
-
-// FetchConversation reads messages [0, count) of a run's conversation by
-// QueryConversation.
-func FetchConversation(ctx context.Context, c client.Client, workflowID, runID string, count int) ([]Message, error) {
-	out := make([]Message, 0, count)
-	for len(out) < count {
-		v, err := c.QueryWorkflow(ctx, workflowID, runID, QueryConversation, ConversationRange{From: len(out), To: count})
-		if err != nil {
-			return nil, fmt.Errorf("reading the conversation of %s: %w", workflowID, err)
-		}
-		var page ConversationPage
-		if err := v.Get(&page); err != nil {
-			return nil, err
-		}
-		if len(page.Messages) == 0 {
-			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("run %s holds %d messages, the model call needs %d", workflowID, len(out), count), ErrConversation, nil)
-		}
-		out = append(out, page.Messages...)
-	}
-	return out[:count], nil
+	return FetchMessages(ctx, activity.GetClient(ctx), info.WorkflowExecution.ID, info.WorkflowExecution.RunID, 0, count)
 }

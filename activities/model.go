@@ -32,6 +32,11 @@ type Message struct {
 	// Served says a tool message's result was served from the execution
 	// log; the body did not run for this call.
 	Served bool `json:"served,omitempty"`
+	// ContentIn, on a served tool message, says its content is that of the
+	// conversation's message number ContentIn (counted from 0 across the
+	// thread's runs): a result another run holds. Readers (the model
+	// activity) put that content in Content; a Model never sees it.
+	ContentIn *int `json:"content_in,omitempty"`
 }
 
 // ModelRequest asks a model for its next response. It is what a Model
@@ -163,6 +168,10 @@ type Models struct {
 	// request rebuilds its conversation from the run (NewModelActivity
 	// makes one).
 	Cache *ConversationCache
+	// PayloadLimit bounds a response: a larger one fails the model call
+	// with ErrPayloadTooLarge (non-retryable) before the run acts on it,
+	// instead of a completion the server refuses. Zero or negative: none.
+	PayloadLimit int
 }
 
 // NewModels returns the model activity for models, tools and policy, with
@@ -190,6 +199,8 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	if m.Policy != nil {
 		req.Messages = m.Policy(req.Messages)
 	}
+	stop := heartbeat(ctx)
+	defer stop()
 	start := time.Now()
 	resp, err := model.Respond(ctx, req)
 	if activity.IsActivity(ctx) {
@@ -202,6 +213,11 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 		if u := resp.Usage; err == nil && u != nil {
 			mh.WithTags(map[string]string{"model": in.Model, "kind": "prompt"}).Counter(MetricModelTokens).Inc(int64(u.PromptTokens))
 			mh.WithTags(map[string]string{"model": in.Model, "kind": "completion"}).Counter(MetricModelTokens).Inc(int64(u.CompletionTokens))
+		}
+	}
+	if err == nil {
+		if err := checkPayload("the model's response", resp, m.PayloadLimit); err != nil {
+			return ModelResponse{}, err
 		}
 	}
 	if err == nil && in.Cursor {

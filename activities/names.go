@@ -8,11 +8,19 @@ package activities
 const (
 	// ModelActivity calls the run's model for its next response.
 	ModelActivity = "tulip.Model"
-	// LoadCheckpointActivity loads a thread's checkpoint at run start.
+	// LoadCheckpointActivity loads a thread's checkpoint at run start (runs
+	// recorded before LoadThreadActivity).
 	LoadCheckpointActivity = "tulip.LoadCheckpoint"
 	// SaveCheckpointActivity saves a thread's checkpoint at run end, when
-	// the worker has a custom Checkpointer.
+	// the worker has a custom Checkpointer (runs recorded before
+	// SaveThreadActivity).
 	SaveCheckpointActivity = "tulip.SaveCheckpoint"
+	// LoadThreadActivity loads a thread's state at run start
+	// (LoadedThread), by reference.
+	LoadThreadActivity = "tulip.LoadThread"
+	// SaveThreadActivity saves a run's thread state in full through a
+	// custom Checkpointer, at run end.
+	SaveThreadActivity = "tulip.SaveThread"
 	// ListToolsActivity lists the worker's toolsets' tools, once per run.
 	ListToolsActivity = "tulip.ListTools"
 	// ToolActivityPrefix prefixes a tool's name to make its activity name.

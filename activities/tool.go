@@ -47,6 +47,12 @@ type ToolOptions struct {
 	// one execution. Zero value (nil): up to 3 attempts, 1 s initial
 	// backoff.
 	RetryPolicy *temporal.RetryPolicy
+	// HeartbeatTimeout is how long an attempt may go without a heartbeat
+	// before Temporal retries it (on another worker, when this one died).
+	// tulip heartbeats from its own wrapper while the body runs, so bodies
+	// need not. Zero value: DefaultHeartbeatTimeout. Negative: none (a
+	// dead worker's attempt then waits out StartToCloseTimeout).
+	HeartbeatTimeout time.Duration
 }
 
 // DefaultToolRetryPolicy applies when ToolOptions.RetryPolicy is nil.
@@ -69,6 +75,10 @@ type ToolInput struct {
 // ToolOutput is a tool activity's result: the body's result as JSON.
 type ToolOutput struct {
 	Result json.RawMessage `json:"result"`
+	// ResultIn is set only by the dedup interceptor, on a call served from
+	// a record whose result another run holds: the result is the content
+	// of the conversation's message number ResultIn.
+	ResultIn *int `json:"result_in,omitempty"`
 }
 
 // Tool is a declared tool: its spec, options and activity function. Make
@@ -91,6 +101,12 @@ func (t *Tool) Options() ToolOptions {
 	if o.RetryPolicy == nil {
 		rp := DefaultToolRetryPolicy
 		o.RetryPolicy = &rp
+	}
+	switch {
+	case o.HeartbeatTimeout == 0:
+		o.HeartbeatTimeout = DefaultHeartbeatTimeout
+	case o.HeartbeatTimeout < 0:
+		o.HeartbeatTimeout = 0
 	}
 	return o
 }
@@ -131,6 +147,8 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 				fmt.Sprintf("tool %s: arguments do not decode: %v", spec.Name, err), ErrArgumentDecode, err)
 		}
 		ctx = context.WithValue(ctx, callKey{}, &in)
+		stop := heartbeat(ctx)
+		defer stop()
 		start := time.Now()
 		res, err := body(ctx, args)
 		if activity.IsActivity(ctx) {
@@ -152,6 +170,38 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 		return ToolOutput{Result: b}, nil
 	}
 	return t, nil
+}
+
+// LimitResult wraps a tool activity function: a result over limit bytes
+// (the worker's payload limit; zero or negative: none) fails the call with
+// ErrPayloadTooLarge, non-retryably, as its recorded outcome, instead of a
+// completion the server refuses (and Temporal retries, running the body
+// again).
+func LimitResult(tool string, limit int, fn func(context.Context, ToolInput) (ToolOutput, error)) func(context.Context, ToolInput) (ToolOutput, error) {
+	if limit <= 0 {
+		return fn
+	}
+	return func(ctx context.Context, in ToolInput) (ToolOutput, error) {
+		out, err := fn(ctx, in)
+		if err == nil {
+			err = checkPayload(fmt.Sprintf("tool %s's result", tool), out, limit)
+		}
+		return out, err
+	}
+}
+
+// checkPayload fails with ErrPayloadTooLarge when v's JSON is over limit.
+func checkPayload(what string, v any, limit int) error {
+	if limit <= 0 {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= limit {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("%s is %.1f MiB, over the %.1f MiB payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
+			what, float64(len(b))/(1<<20), float64(limit)/(1<<20)), ErrPayloadTooLarge, nil)
 }
 
 // MustTool is NewTool that panics on a declaration error, for package-level

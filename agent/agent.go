@@ -355,7 +355,8 @@ func ResumeBySignal(ctx context.Context, c client.Client, workflowID string, in 
 }
 
 // Log returns a run's execution log (open or closed; the newest run of its
-// chain) by query.
+// chain) by query, every record in full (records earlier runs hold are read
+// from them).
 func Log(ctx context.Context, c client.Client, h Handle) ([]dedup.Record, error) {
 	h, err := current(ctx, c, h)
 	if err != nil {
@@ -369,7 +370,23 @@ func Log(ctx context.Context, c client.Client, h Handle) ([]dedup.Record, error)
 	if err := v.Get(&recs); err != nil {
 		return nil, err
 	}
+	if len(recs) > 0 && (recs[0].Thin() || hasResultIn(recs)) {
+		st, err := State(ctx, c, h)
+		if err != nil {
+			return nil, err
+		}
+		return resolveRecords(ctx, c, h, st.Agent, recs)
+	}
 	return recs, nil
+}
+
+func hasResultIn(recs []dedup.Record) bool {
+	for _, r := range recs {
+		if r.ResultIn != nil && r.Result == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ThreadLog returns the execution log that agent left on a thread: the
@@ -394,20 +411,35 @@ func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]
 }
 
 // Thread returns a thread's state (its conversation and every agent's
-// log): the open run's, or what the next run on the thread would load.
+// log), in full: the open run's, or what the next run on the thread would
+// load, with what it holds by reference read from the runs that hold it.
+
 func Thread(ctx context.Context, c client.Client, threadID string) (*activities.Checkpoint, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
 	if err != nil {
 		return nil, fmt.Errorf("agent: thread %q: %w", threadID, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
+	var cp *activities.Checkpoint
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		v, err := c.QueryWorkflow(ctx, threadID, info.GetExecution().GetRunId(), workflow.QueryThread)
 		if err != nil {
 			return nil, err
 		}
-		var cp activities.Checkpoint
-		return &cp, v.Get(&cp)
+		cp = &activities.Checkpoint{}
+		if err := v.Get(cp); err != nil {
+			return nil, err
+		}
+		if cp.Run == "" {
+			cp.Run = info.GetExecution().GetRunId()
+		}
+	} else {
+		// The current run is the newest: no listing, no lag.
+		cp, err = activities.TemporalCheckpointer{Client: c}.Load(ctx,
+			activities.ThreadRef{ThreadID: threadID, PreviousRunID: info.GetExecution().GetRunId()})
+		if err != nil {
+			return nil, err
+		}
 	}
-	return activities.TemporalCheckpointer{Client: c}.Load(ctx, activities.ThreadRef{ThreadID: threadID})
+	return activities.ResolveCheckpoint(ctx, c, threadID, cp)
 }

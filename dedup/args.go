@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"hash/maphash"
 	"strconv"
 	"strings"
@@ -19,6 +21,8 @@ type Args struct {
 	hashTool string // the tool the cached hash includes
 	vh       uint64
 	haveVH   bool
+
+	argsHash string
 }
 
 // NewArgs wraps an object Value (for instance one a hook rewrote) as Args.
@@ -64,6 +68,17 @@ func (a *Args) SortedKeyJSON() string {
 		a.sortedJSON, a.haveSorted = sb.String(), true
 	}
 	return a.sortedJSON
+}
+
+// ArgsHash is the SHA-256 of ValueKey, in hex: equal exactly when the
+// arguments are value-equal (up to SHA-256 collisions). Thin records match
+// by it.
+func (a *Args) ArgsHash() string {
+	if a.argsHash == "" {
+		sum := sha256.Sum256([]byte(a.ValueKey()))
+		a.argsHash = hex.EncodeToString(sum[:])
+	}
+	return a.argsHash
 }
 
 // ValueEqual reports value equality with b (see Equal).

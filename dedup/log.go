@@ -80,6 +80,19 @@ type Record struct {
 	Relation Relation `json:"relation,omitempty"`
 	// Key is the downstream idempotency key the execution carried.
 	Key string `json:"key,omitempty"`
+	// ArgsHash is ArgsHash of the arguments, in a thin record: one whose
+	// content another run holds (Holder). Its Arguments are "", its Result
+	// may be left out (see ResultIn), and it matches by this hash, which is
+	// exact for value equality.
+	ArgsHash string `json:"args_hash,omitempty"`
+	// Holder is the workflow run whose history (and memory, on replay)
+	// holds a thin record in full: ask it for the record's arguments.
+	Holder string `json:"holder,omitempty"`
+	// ResultIn says the record's result is the content of that message of
+	// the thread's conversation (counted from 0 across its runs): set on a
+	// thin record whose result was too large to carry, and on a record
+	// served from one.
+	ResultIn *int `json:"result_in,omitempty"`
 
 	args       *Args
 	vh         uint64 // the index hash
@@ -87,8 +100,12 @@ type Record struct {
 	pending    bool   // appended before its outcome is known
 }
 
-// Args returns the record's parsed arguments.
+// Args returns the record's parsed arguments (nil for a thin record).
 func (r *Record) Args() *Args { return r.args }
+
+// Thin reports whether the record is thin: its content is held by another
+// run (Holder), and it matches by ArgsHash.
+func (r *Record) Thin() bool { return r.args == nil && r.ArgsHash != "" }
 
 // Pending reports whether the record's outcome is not known yet (a call
 // still executing, or served from one that is).
@@ -109,7 +126,13 @@ type Log struct {
 	byHash    map[uint64]chain
 	responses int
 	hs        *hasher
+	// thin indexes thin records by tool and ArgsHash, to the earliest. Thin
+	// records come before every full one (a run inherits them), so a thin
+	// match is always the earliest of its earlier-turn matches.
+	thin map[thinKey]int32
 }
+
+type thinKey struct{ tool, hash string }
 
 // chain links the records that share a hash, oldest first, through the
 // records themselves: a lookup allocates nothing and an append one record.
@@ -188,6 +211,11 @@ func (l *Log) AppendPending(r Record, args *Args) *Record {
 // and NoMatch when neither exists. It never scans the log: it walks only the
 // records that share the call's hash.
 func (l *Log) FindMatchingExecution(tool string, args *Args, response int) (*Record, Relation) {
+	if len(l.thin) > 0 {
+		if i, ok := l.thin[thinKey{tool, args.ArgsHash()}]; ok && l.recs[i].Response < response {
+			return l.recs[i], EarlierTurn
+		}
+	}
 	c, ok := l.byHash[args.valueHashFor(l.hs, tool)]
 	if !ok {
 		return nil, NoMatch
@@ -212,8 +240,13 @@ func (l *Log) FindMatchingExecution(tool string, args *Args, response int) (*Rec
 	return nil, NoMatch
 }
 
-// SnapshotVersion is the version written by Snapshot.
-const SnapshotVersion = 1
+// SnapshotVersion is the version written by Snapshot for a log of full
+// records; a log holding thin records writes SnapshotVersionThin (which
+// builds that read only SnapshotVersion refuse by name).
+const (
+	SnapshotVersion     = 1
+	SnapshotVersionThin = 2
+)
 
 type snapshot struct {
 	Version   int      `json:"version"`
@@ -241,15 +274,45 @@ func (l *Log) Settled() int {
 func (l *Log) SnapshotSettled() ([]byte, error) { return l.snapshot(l.Settled()) }
 
 func (l *Log) snapshot(n int) ([]byte, error) {
-	s := snapshot{Version: SnapshotVersion, Responses: l.responses, Records: make([]Record, n)}
+	recs := make([]Record, n)
 	for i, r := range l.recs[:n] {
-		s.Records[i] = *r
+		recs[i] = *r
 	}
-	for _, r := range l.recs[:n] {
+	return encodeSnapshot(l.responses, recs)
+}
+
+// ThinSnapshot is Snapshot of the first n records with every full record
+// made thin: its arguments replaced by their ArgsHash, holder named as the
+// run that holds it, and a result over inline bytes replaced by the message
+// number resultIn gives (when it gives one). Thin records stay as they
+// are. The records must be settled.
+func (l *Log) ThinSnapshot(n int, holder string, inline int, resultIn func(r *Record) (int, bool)) ([]byte, error) {
+	recs := make([]Record, n)
+	for i, r := range l.recs[:n] {
+		rec := *r
+		if !r.Thin() {
+			rec.ArgsHash, rec.Arguments, rec.Holder = r.args.ArgsHash(), "", holder
+			if rec.ResultIn == nil && len(rec.Result) > inline {
+				if k, ok := resultIn(r); ok {
+					rec.Result, rec.ResultIn = nil, &k
+				}
+			}
+		}
+		recs[i] = rec
+	}
+	return encodeSnapshot(l.responses, recs)
+}
+
+func encodeSnapshot(responses int, recs []Record) ([]byte, error) {
+	s := snapshot{Version: SnapshotVersion, Responses: responses, Records: recs}
+	for _, r := range recs {
 		if r.pending {
 			return nil, fmt.Errorf("dedup: snapshot: record %d is still pending", r.Seq)
 		}
-		fields := []string{r.Tool, r.Arguments, r.Run, r.CallID, r.Key}
+		if r.Arguments == "" && r.ArgsHash != "" { // thin
+			s.Version = SnapshotVersionThin
+		}
+		fields := []string{r.Tool, r.Arguments, r.Run, r.CallID, r.Key, r.Holder}
 		if r.Error != nil {
 			fields = append(fields, r.Error.Type, r.Error.Message)
 		}
@@ -282,8 +345,8 @@ func Restore(data []byte) (*Log, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
-	if s.Version != SnapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshot, s.Version, SnapshotVersion)
+	if s.Version != SnapshotVersion && s.Version != SnapshotVersionThin {
+		return nil, fmt.Errorf("%w: version %d, this build reads %d and %d", ErrSnapshot, s.Version, SnapshotVersion, SnapshotVersionThin)
 	}
 	return FromRecords(s.Responses, s.Records)
 }
@@ -301,11 +364,44 @@ func FromRecords(responses int, records []Record) (*Log, error) {
 		if r.Response > s.Responses {
 			return nil, fmt.Errorf("%w: record %d is of response %d, after the last (%d)", ErrSnapshot, i, r.Response, s.Responses)
 		}
+		if r.Arguments == "" && r.ArgsHash != "" {
+			if err := l.appendThin(r); err != nil {
+				return nil, fmt.Errorf("%w: record %d: %v", ErrSnapshot, i, err)
+			}
+			continue
+		}
 		args, err := Parse(r.Arguments, restoreLimits)
 		if err != nil {
 			return nil, fmt.Errorf("%w: record %d: %v", ErrSnapshot, i, err)
 		}
+		r.ArgsHash = ""
 		l.Append(r, args)
 	}
 	return l, nil
+}
+
+// appendThin appends a thin record. Thin records come first: a log holds
+// them before any full one.
+func (l *Log) appendThin(r Record) error {
+	if len(l.recs) > 0 && !l.recs[len(l.recs)-1].Thin() {
+		return errors.New("a thin record after a full one")
+	}
+	if len(r.ArgsHash) != 64 {
+		return errors.New("args_hash is not a SHA-256 in hex")
+	}
+	if r.Holder == "" {
+		return errors.New("a thin record names no holder")
+	}
+	r.Seq = len(l.recs)
+	rec := &r
+	rec.args, rec.pending, rec.vh = nil, false, 0
+	rec.next, rec.prev = -1, -1
+	l.recs = append(l.recs, rec)
+	if l.thin == nil {
+		l.thin = map[thinKey]int32{}
+	}
+	if _, ok := l.thin[thinKey{r.Tool, r.ArgsHash}]; !ok {
+		l.thin[thinKey{r.Tool, r.ArgsHash}] = int32(r.Seq)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,7 +90,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	for _, s := range []string{
-		``, `{}`, `{"version": 2, "records": []}`,
+		``, `{}`, `{"version": 3, "records": []}`,
+		`{"version": 2, "responses": 1, "records": [{"seq": 0, "tool": "t", "args_hash": "ab", "holder": "r1", "response": 1}]}`,
+		`{"version": 2, "responses": 1, "records": [{"seq": 0, "tool": "t", "args_hash": "` + hash64 + `", "response": 1}]}`,
+		`{"version": 2, "responses": 1, "records": [{"seq": 0, "tool": "t", "arguments": "{}", "response": 1}, {"seq": 1, "tool": "t", "args_hash": "` + hash64 + `", "holder": "r1", "response": 1}]}`,
 		`{"version": 1, "responses": 1, "records": [{"seq": 3, "tool": "t", "arguments": "{}", "response": 1}]}`,
 		`{"version": 1, "responses": 1, "records": [{"seq": 0, "tool": "t", "arguments": "[1]", "response": 1}]}`,
 		`{"version": 1, "responses": 0, "records": [{"seq": 0, "tool": "t", "arguments": "{}", "response": 1}]}`,
@@ -106,4 +110,51 @@ func TestSnapshotRefusesInvalidUTF8(t *testing.T) {
 		Error: &ToolError{Type: "x", Message: "\xff"}}, mustParse(t, `{}`))
 	_, err := l.Snapshot()
 	assert.Error(t, err, "not silently replaced by U+FFFD")
+}
+
+var hash64 = strings.Repeat("ab", 32)
+
+// TestThinRecords: a log inherited by reference holds thin records (content
+// held by another run) that match by ArgsHash, exactly as value equality.
+func TestThinRecords(t *testing.T) {
+	full := NewLog()
+	r := full.BeginResponse()
+	exec(full, r, "issue_refund", `{"order_id": "o", "amount": 120}`, `{"refund_id":"rf-1"}`)
+	exec(full, r, "issue_refund", `{"order_id": "o", "amount": 5}`, `{"refund_id":"rf-2"}`)
+	var thin []Record
+	for _, rec := range full.Records() {
+		rec.ArgsHash, rec.Arguments, rec.Holder = full.At(rec.Seq).Args().ArgsHash(), "", "run-1"
+		thin = append(thin, rec)
+	}
+	l, err := FromRecords(full.Response(), thin)
+	require.NoError(t, err)
+	require.True(t, l.At(0).Thin())
+
+	resp := l.BeginResponse()
+	rec, rel := l.FindMatchingExecution("issue_refund", mustParse(t, `{"amount": 120.0, "order_id": "o"}`), resp)
+	require.NotNil(t, rec, "120.0 matches 120 across turns, by hash")
+	assert.Equal(t, 0, rec.Seq)
+	assert.Equal(t, EarlierTurn, rel)
+	rec, _ = l.FindMatchingExecution("page_oncall", mustParse(t, `{"amount": 120, "order_id": "o"}`), resp)
+	assert.Nil(t, rec, "another tool's hash")
+	rec, _ = l.FindMatchingExecution("issue_refund", mustParse(t, `{"order_id": "o", "amount": 121}`), resp)
+	assert.Nil(t, rec)
+
+	// A full record appended after them matches as usual, and a thin match
+	// (earlier) wins over it.
+	exec(l, resp, "issue_refund", `{"order_id": "o", "amount": 120}`, `{"refund_id":"rf-3"}`)
+	resp = l.BeginResponse()
+	rec, _ = l.FindMatchingExecution("issue_refund", mustParse(t, `{"order_id": "o", "amount": 120}`), resp)
+	assert.Equal(t, 0, rec.Seq, "the earliest record serves")
+
+	b, err := l.Snapshot()
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"version":2`)
+	back, err := Restore(b)
+	require.NoError(t, err)
+	b2, err := back.Snapshot()
+	require.NoError(t, err)
+	assert.Equal(t, string(b), string(b2))
+	assert.True(t, back.At(1).Thin())
+	assert.False(t, back.At(2).Thin())
 }

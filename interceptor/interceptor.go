@@ -19,6 +19,8 @@ package interceptor
 
 import (
 	"errors"
+	"fmt"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -165,12 +167,12 @@ func (o *workflowOutbound) serve(ctx workflow.Context, c *Call, rec *dedup.Recor
 	case src.Error != nil:
 		s.SetError(temporal.NewNonRetryableApplicationError(src.Error.Message, src.Error.Type, nil))
 	default:
-		s.SetValue(activities.ToolOutput{Result: src.Result})
+		s.SetValue(activities.ToolOutput{Result: src.Result, ResultIn: src.ResultIn})
 	}
 	if c.Record {
 		from := rec.Seq
 		r := dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
-			Origin: dedup.Served, Result: src.Result, Error: src.Error, ServedFrom: &from, Relation: rel, Key: rec.Key}
+			Origin: dedup.Served, Result: src.Result, ResultIn: src.ResultIn, Error: src.Error, ServedFrom: &from, Relation: rel, Key: rec.Key}
 		if src.Pending() {
 			c.Recorded = o.state.log.AppendPending(r, c.Args)
 		} else {
@@ -196,20 +198,34 @@ func (c *Call) Settle(out *activities.ToolOutput, err error) {
 	delete(c.state.inflight, c.Recorded.Seq)
 }
 
+// MaxErrorMessage bounds a recorded error's message: a longer one is cut
+// (at a character boundary) and says how long it was. What the model sees,
+// the log and a served twin all get the same bounded text.
+const MaxErrorMessage = 4 << 10
+
 // ToolErrorOf turns an activity failure into the recorded error: the
 // ApplicationError's type and message when there is one.
 func ToolErrorOf(err error) *dedup.ToolError {
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return &dedup.ToolError{Type: appErr.Type(), Message: appErr.Message()}
-	}
 	var timeout *temporal.TimeoutError
-	if errors.As(err, &timeout) {
-		return &dedup.ToolError{Type: "tulip.Timeout", Message: timeout.Error()}
-	}
 	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
-		return &dedup.ToolError{Type: "tulip.Canceled", Message: canceled.Error()}
+	var te *dedup.ToolError
+	switch {
+	case errors.As(err, &appErr):
+		te = &dedup.ToolError{Type: appErr.Type(), Message: appErr.Message()}
+	case errors.As(err, &timeout):
+		te = &dedup.ToolError{Type: "tulip.Timeout", Message: timeout.Error()}
+	case errors.As(err, &canceled):
+		te = &dedup.ToolError{Type: "tulip.Canceled", Message: canceled.Error()}
+	default:
+		te = &dedup.ToolError{Type: activities.ErrToolFailed, Message: err.Error()}
 	}
-	return &dedup.ToolError{Type: activities.ErrToolFailed, Message: err.Error()}
+	if n := len(te.Message); n > MaxErrorMessage {
+		cut := MaxErrorMessage
+		for cut > 0 && !utf8.RuneStart(te.Message[cut]) {
+			cut--
+		}
+		te.Message = fmt.Sprintf("%s… (cut: %d bytes in all)", te.Message[:cut], n)
+	}
+	return te
 }

@@ -81,13 +81,18 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 		printed, skip, resumes := 0, "", run.Resumes
 		for {
 			res, err := agent.Await(ctx, r.Client, h, skip)
-			if res != nil {
-				for _, l := range res.Trace[min(printed, len(res.Trace)):] {
+			if res != nil && printed < len(res.Trace) {
+				// Lines that leave large content out are read back whole.
+				lines, terr := agent.Trace(ctx, r.Client, h, res.Trace)
+				if terr != nil {
+					return out, terr
+				}
+				for _, l := range lines[printed:] {
 					if r.OnLine != nil {
 						r.OnLine(Line{Run: i + 1, TraceLine: l})
 					}
 				}
-				printed = max(printed, len(res.Trace))
+				printed = len(res.Trace)
 			}
 			var failed *agent.RunFailedError
 			if errors.As(err, &failed) {

@@ -95,10 +95,11 @@ func TestEncryptedRuns(t *testing.T) {
 		}
 		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "r2", Name: "issue_refund", Arguments: `{"amount": 42.5, "order_id": "ord-7310"}`}}}, nil
 	})
-	large := func(o *tworker.Options) { o.PayloadLimit = -1 }
 	c1 := encryptedClient(t, addr, keys1, blobs)
 	tb := demo.NewToolbox()
-	tq1 := scriptWorker(t, c1, tb, map[string]activities.Model{"first": first}, large)
+	tq1 := taskQueue(t.Name())
+	w1 := startWorker(t, c1, tq1, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), PayloadLimit: -1,
+		Models: map[string]activities.Model{"first": first}})
 	thread := threadID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -186,13 +187,16 @@ func TestEncryptedRuns(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, `"k1"`)
 
-	// 6. Rotation: k2 encrypts, k1 still decrypts. The thread continues
-	// on a worker with the rotated file: its refund is served from the
-	// log the k1 run wrote.
+	// 6. Rotation: k2 encrypts, k1 still decrypts. The thread's workers
+	// move to the rotated file (the thread stays on its task queue: its
+	// runs hold its large content and answer for it there), and the thread
+	// continues: its refund is served from the log the k1 run wrote.
 	keys21 := keyFile(t, k2, k1)
+	w1.Stop()
 	c2 := encryptedClient(t, addr, keys21, blobs)
-	tq2 := scriptWorker(t, c2, tb, map[string]activities.Model{"again": again}, large)
-	h2, res, err := agent.Run(ctx, c2, agent.RunOptions{TaskQueue: tq2, Model: "again", ThreadID: thread, Message: "again"})
+	startWorker(t, c2, tq1, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), PayloadLimit: -1,
+		Models: map[string]activities.Model{"first": first, "again": again}})
+	h2, res, err := agent.Run(ctx, c2, agent.RunOptions{TaskQueue: tq1, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the k1 log was read")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
@@ -206,8 +210,9 @@ func TestEncryptedRuns(t *testing.T) {
 	assert.Contains(t, stdout, "3 records")
 	_, stderr, code = runCLI(t, "replay", encFile, "--codec-key-file", keys21)
 	assert.Equal(t, 0, code, "old histories replay after rotation: %s", stderr)
-	// The thread's newest run carries its whole state, written with k2: the
-	// thread reads without k1. The old histories still need it.
+	// The thread's large content stays where the k1 run wrote it; the
+	// workers (which keep k1) read it and answer in k2: a client with k2
+	// alone reads the thread. The old histories still need k1.
 	stdout, stderr, code = runCLI(t, "inspect", thread, "--address", addr, "--codec-key-file", keyFile(t, k2))
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "3 records")

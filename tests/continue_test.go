@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -8,16 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/temporal"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
-	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -118,11 +117,13 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 	assert.Equal(t, 0, *res.Trace[0].ServedFrom)
 }
 
-// A payload over the limit, with no external storage, fails the run at
-// once with tulip.PayloadTooLarge naming it and its size (no workflow task
-// fails forever). The records are kept: once the workers and clients store
-// large payloads externally, the next run on the thread serves them.
-func TestTooLargeFailsClearly(t *testing.T) {
+// Without a blob store, a run whose state is larger than one payload still
+// completes: its state goes by reference (the result names the runs that
+// hold the content), and the thread's next run serves its calls. A single
+// value too large for a payload (here a model response) fails the run
+// before any of its calls runs, with tulip.PayloadTooLarge in one line; a
+// tool result too large is that call's recorded error.
+func TestLargeStateWithoutBlobStore(t *testing.T) {
 	c := dial(t, server.Address())
 	tb := demo.NewToolbox()
 	big := scenario.Run{}
@@ -130,34 +131,53 @@ func TestTooLargeFailsClearly(t *testing.T) {
 		big.Turns = append(big.Turns, turn(call(fmt.Sprintf("b%d", i), "audit_append", fmt.Sprintf(`{"i": %d, "pad": "%s"}`, i, pad(100<<10)))))
 	}
 	next := scenario.Run{Turns: []scenario.Turn{turn(call("n1", "audit_append", big.Turns[3].ToolCalls[0].Arguments))}}
-	models := map[string]activities.Model{"big": big.Model(), "next": next.Model()}
-	tq := taskQueue(t.Name())
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: tb.Tools(), Models: models})
-	require.NoError(t, err)
-	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
-	require.NoError(t, w.Start())
+	huge := scenario.Run{Turns: []scenario.Turn{turn(
+		call("h1", "issue_refund", refund),
+		call("h2", "audit_append", fmt.Sprintf(`{"pad": "%s"}`, pad(1<<20))),
+		call("h3", "audit_append", fmt.Sprintf(`{"pad": "%s", "more": 1}`, pad(1<<20))))}}
+	models := map[string]activities.Model{"big": big.Model(), "next": next.Model(), "huge": huge.Model()}
+	tq := scriptWorker(t, c, tb, models)
 	thread := threadID(t)
-	_, _, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "big", ThreadID: thread, Message: "go"})
-	w.Stop()
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "big", ThreadID: thread, Message: "go"})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.StatusCompleted, res.Status)
+	assert.Equal(t, 15, tb.Invocations()["audit_append"])
+	require.NotNil(t, res.State)
+	require.NotNil(t, res.State.Conversation, "a 1.5 MB thread goes by reference")
+	b, _ := json.Marshal(res)
+	assert.Less(t, len(b), 64<<10, "the result names the content, it does not copy it (%d bytes)", len(b))
+
+	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "next", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, 15, tb.Invocations()["audit_append"], "the earlier run's record served it")
+	recs, err := agent.ThreadLog(ctxT(t), c, thread, "")
+	require.NoError(t, err)
+	require.Len(t, recs, 16)
+	assert.Contains(t, recs[3].Arguments, pad(100<<10), "the log reads back whole from the run that holds it")
+
+	// A model response of 2 MB: the run fails before its calls run.
+	h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "huge", Message: "go"})
 	var failed *agent.RunFailedError
 	require.ErrorAs(t, err, &failed)
 	assert.Equal(t, activities.ErrPayloadTooLarge, failed.Type())
-	assert.Regexp(t, `^agent run failed \(tulip.PayloadTooLarge\): the run's result is \d+\.\d MiB, over the 1\.9 MiB payload limit`, failed.Error())
+	assert.Regexp(t, `^agent run failed \(tulip.PayloadTooLarge\): the model's response is 2\.0 MiB, over the 1\.9 MiB payload limit`, failed.Error())
+	assert.NotContains(t, failed.Error(), "\n")
+	assert.Equal(t, 0, tb.Invocations()["issue_refund"], "no call of that response ran")
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)
 	assert.True(t, app.NonRetryable())
-	assert.Equal(t, 15, tb.Invocations()["audit_append"])
+	assert.Equal(t, 1, countEvents(history(t, c, h.WorkflowID, h.RunID), enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED), "the model was asked once")
+}
 
-	// The same task queue, now with a blob store.
-	blobs := &blobstore.Memory{}
-	bc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(), ExternalStorage: blobstore.ExternalStorage(blobs, 0)})
-	require.NoError(t, err)
-	defer bc.Close()
-	startWorker(t, bc, tq, tworker.Options{Tools: tb.Tools(), Models: models, PayloadLimit: -1})
-	_, res, err := agent.Run(ctxT(t), bc, agent.RunOptions{TaskQueue: tq, Model: "next", ThreadID: thread, Message: "again"})
-	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
-	assert.Equal(t, 15, tb.Invocations()["audit_append"], "the records survived the failed run")
+func countEvents(h *historypb.History, typ enumspb.EventType) int {
+	n := 0
+	for _, e := range h.GetEvents() {
+		if e.GetEventType() == typ {
+			n++
+		}
+	}
+	return n
 }
 
 func pad(n int) string {

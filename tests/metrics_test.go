@@ -200,3 +200,54 @@ func TestTracingSpans(t *testing.T) {
 	assert.Equal(t, decisions, d2, "a replay adds no span")
 	assert.Equal(t, models, m2)
 }
+
+// panicOnce is an Observer that panics the first time it sees a decision,
+// failing that workflow task (retried by Temporal on the same worker), and
+// counts the decisions it is given.
+type panicOnce struct {
+	mu        sync.Mutex
+	panicked  bool
+	decisions int
+}
+
+func (p *panicOnce) Decision(workflow.Decision) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.decisions++
+	if !p.panicked {
+		p.panicked = true
+		panic("observer fails once")
+	}
+}
+
+func (p *panicOnce) ModelCall(workflow.ModelCall) {}
+
+// A workflow task that fails after its decisions were emitted (here the
+// observer panics) is retried, and the retry makes the same decisions
+// live: the worker does not emit them again. Counts stay exact.
+func TestMetricsOnceWhenATaskIsRetried(t *testing.T) {
+	mm := newMemMetrics()
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(), MetricsHandler: mm})
+	require.NoError(t, err)
+	defer c.Close()
+	story := demo.RefundStory()
+	tq := taskQueue(t.Name())
+	obs := &panicOnce{}
+	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq), Observer: obs})
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
+	require.NoError(t, err)
+	require.True(t, obs.panicked)
+	failedTasks := 0
+	for _, e := range eventTypes(history(t, c, h.WorkflowID, h.RunID)) {
+		if e == "WorkflowTaskFailed" {
+			failedTasks++
+		}
+	}
+	require.Equal(t, 1, failedTasks, "the observer's panic failed one workflow task")
+	var calls int64
+	for _, v := range mm.withPrefix(workflow.MetricToolCalls + "{") {
+		calls += v
+	}
+	assert.Equal(t, int64(len(res.Trace)), calls, "each decision counted once")
+	assert.Equal(t, len(res.Trace), obs.decisions, "each decision observed once")
+}

@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,8 +106,9 @@ func TestPlainStartContinuesThread(t *testing.T) {
 	require.Len(t, out.Trace, 1)
 	assert.Equal(t, workflow.OutcomeCached, out.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
-	require.NotNil(t, out.Checkpoint)
-	assert.Len(t, out.Checkpoint.Messages, 8, "both runs' messages: user, assistant (call), tool, assistant (answer), twice")
+	require.NotNil(t, out.State)
+	assert.Nil(t, out.State.Conversation, "a small thread's state holds its conversation itself")
+	assert.Len(t, out.State.Messages, 8, "both runs' messages: user, assistant (call), tool, assistant (answer), twice")
 }
 
 // blockingModel plays run, and blocks (until the test ends) when its
@@ -267,4 +270,79 @@ func TestRefusedRunLeavesThreadIntact(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+}
+
+// A run that fails mid-run (here tulip.UnknownHook: its model asks for a
+// hook the worker does not have) after it loaded its thread leaves its
+// state in its failure's details, and the thread's next run loads it: its
+// refund is served, not run again.
+func TestFailedRunMidThreadKeepsItsRecords(t *testing.T) {
+	c, tb, _, thread := refundedThread(t)
+	other := `{"order_id": "ord-7", "amount": 5}`
+	failing := scenario.Run{Turns: []scenario.Turn{
+		turn(call("f1", "issue_refund", other)),
+		{InstallHooks: []string{"no_such_hook"}, ToolCalls: []activities.ToolCall{call("f2", "lookup_order", `{"order_id": "ord-7"}`)}},
+	}}
+	again := scenario.Run{Turns: []scenario.Turn{turn(call("a1", "issue_refund", other))}}
+	tq2 := scriptWorker(t, c, tb, map[string]activities.Model{"failing": failing.Model(), "again": again.Model()})
+	_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq2, Model: "failing", ThreadID: thread, Message: "refund ord-7"})
+	var failed *agent.RunFailedError
+	require.ErrorAs(t, err, &failed)
+	require.Equal(t, activities.ErrUnknownHook, failed.Type())
+	require.Equal(t, 2, tb.Invocations()["issue_refund"])
+
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq2, Model: "again", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the failed run's refund is in the thread")
+	assert.Equal(t, 2, tb.Invocations()["issue_refund"])
+}
+
+// Whether a run saves its state through a custom Checkpointer is in its
+// history (the load activity's answer), not read from the worker's
+// options: a run recorded with a custom Checkpointer replays on a worker
+// without one, and the other way round.
+func TestCheckpointerChoiceReplays(t *testing.T) {
+	c := dial(t, server.Address())
+	for _, custom := range []bool{true, false} {
+		tb := demo.NewToolbox()
+		run := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+		opts := func(o *tworker.Options) {
+			if custom {
+				o.Checkpointer = &memStore{}
+			}
+		}
+		tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": run.Model()}, opts)
+		thread := threadID(t)
+		h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go"})
+		require.NoError(t, err)
+		file := filepath.Join(t.TempDir(), "h.json")
+		writeHistory(t, c, h, file)
+		replayOpts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
+		if !custom {
+			replayOpts.Checkpointer = &memStore{}
+		}
+		assert.NoError(t, tworker.ReplayHistories(replayOpts, tworker.ReplayOptions{}, file), "recorded with a custom checkpointer: %v", custom)
+	}
+}
+
+// memStore is a custom Checkpointer in memory.
+type memStore struct {
+	mu sync.Mutex
+	m  map[string]*activities.Checkpoint
+}
+
+func (s *memStore) Load(_ context.Context, ref activities.ThreadRef) (*activities.Checkpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[ref.ThreadID], nil
+}
+
+func (s *memStore) Save(_ context.Context, ref activities.ThreadRef, cp *activities.Checkpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*activities.Checkpoint{}
+	}
+	s.m[ref.ThreadID] = cp
+	return nil
 }

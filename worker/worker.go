@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
@@ -56,6 +58,17 @@ type Options struct {
 	// stores large payloads externally (client.Options.ExternalStorage,
 	// see package blobstore).
 	PayloadLimit int
+	// ModelHeartbeatTimeout is how long a model call may go without a
+	// heartbeat (tulip sends them while the model answers) before Temporal
+	// retries it, on another worker when this one died. Zero value:
+	// activities.DefaultHeartbeatTimeout (5 s). Negative: none. A tool's
+	// is its ToolOptions.HeartbeatTimeout.
+	ModelHeartbeatTimeout time.Duration
+	// StopTimeout is how long a stopping worker (Stop, SIGTERM in the
+	// CLI) lets in-flight activities finish before it cancels them; a
+	// cancelled one is retried elsewhere after its heartbeat timeout.
+	// Zero value: 10 s, unless the worker's own WorkerStopTimeout is set.
+	StopTimeout time.Duration
 	// Observer receives each tool-call decision and model call once, never
 	// during replay (an OpenTelemetry one: github.com/tulip-temporal/tulip/otel).
 	// Zero value: none. Metrics go to the client's MetricsHandler either way.
@@ -64,7 +77,7 @@ type Options struct {
 
 func (o Options) config() workflow.Config {
 	return workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit,
-		Observer: o.Observer}
+		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout}
 }
 
 // Registry is what Register needs: a worker, a workflow replayer, a test
@@ -91,23 +104,43 @@ func Register(r Registry, opts Options) error {
 	if !ok {
 		return nil
 	}
+	limit := opts.PayloadLimit
+	if limit == 0 {
+		limit = workflow.DefaultPayloadLimit
+	}
 	for _, t := range opts.Tools {
-		ar.RegisterActivityWithOptions(t.Activity(), activity.RegisterOptions{Name: t.ActivityName()})
+		ar.RegisterActivityWithOptions(activities.LimitResult(t.Spec().Name, limit, t.Activity()), activity.RegisterOptions{Name: t.ActivityName()})
 	}
 	var specs []activities.ToolSpec
 	for _, t := range opts.Tools {
 		specs = append(specs, t.Spec())
 	}
 	models := activities.NewModels(opts.Models, specs, opts.Conversation)
+	models.PayloadLimit = limit
 	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
-	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer}
+	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: customCheckpointer(opts.Checkpointer)}
 	if cp.Checkpointer == nil {
 		cp.Checkpointer = activities.TemporalCheckpointer{}
 	}
 	ar.RegisterActivityWithOptions(cp.Load, activity.RegisterOptions{Name: activities.LoadCheckpointActivity})
 	ar.RegisterActivityWithOptions(cp.Save, activity.RegisterOptions{Name: activities.SaveCheckpointActivity})
+	ar.RegisterActivityWithOptions(cp.LoadThread, activity.RegisterOptions{Name: activities.LoadThreadActivity})
+	ar.RegisterActivityWithOptions(cp.SaveThread, activity.RegisterOptions{Name: activities.SaveThreadActivity})
 	return nil
 }
+
+// customCheckpointer: the worker keeps thread states outside Temporal, so
+// runs save theirs at their end.
+func customCheckpointer(c activities.Checkpointer) bool {
+	switch c.(type) {
+	case nil, activities.TemporalCheckpointer, *activities.TemporalCheckpointer:
+		return false
+	}
+	return true
+}
+
+// DefaultStopTimeout is Options.StopTimeout's zero value.
+const DefaultStopTimeout = 10 * time.Second
 
 // NewInterceptor returns the dedup worker interceptor.
 func NewInterceptor() sdkinterceptor.WorkerInterceptor { return interceptor.New() }
@@ -125,6 +158,16 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
 		WorkerInterceptors: []sdkinterceptor.WorkerInterceptor{interceptor.New()},
+		ConfigureWorker: func(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
+			// A stopping worker lets in-flight tool and model calls finish.
+			if o.WorkerOptions.WorkerStopTimeout == 0 {
+				o.WorkerOptions.WorkerStopTimeout = DefaultStopTimeout
+				if opts.StopTimeout > 0 {
+					o.WorkerOptions.WorkerStopTimeout = opts.StopTimeout
+				}
+			}
+			return nil
+		},
 		RunContextBefore: func(_ context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
 			if o.Registry == nil {
 				return errors.New("tulip: plugin has no registry")

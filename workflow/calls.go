@@ -42,17 +42,29 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 			if err != nil {
 				st.line.Error = errText(interceptor.ToolErrorOf(err).Message)
 			} else {
-				st.line.Result = out.Result
+				st.line.Result, st.line.ResultIn = out.Result, out.ResultIn
 			}
 			st.msg = toolMessage(st.line.CallID, st.line.Result, st.line.Error, st.call.ServedFrom != nil)
+			if st.line.ResultIn != nil {
+				// Served from a record another run holds: the message
+				// names the message whose content it is.
+				st.msg.Content, st.msg.ContentIn = "", st.line.ResultIn
+			}
 		}
 		r.addTrace(ctx, st.line, st.msg)
 	}
 }
 
+// addTrace adds a settled call's trace line and its tool message.
 func (r *run) addTrace(ctx wf.Context, l TraceLine, msg activities.Message) {
-	r.trace = append(r.trace, l)
+	r.appendLine(ctx, l, r.convLen())
 	r.addMessage(msg)
+}
+
+// appendLine adds a trace line; msg is its tool message's number, or -1.
+func (r *run) appendLine(ctx wf.Context, l TraceLine, msg int) {
+	r.trace = append(r.trace, l)
+	r.traceMsg = append(r.traceMsg, msg)
 	r.observeLine(ctx, l)
 }
 
@@ -125,7 +137,8 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	key := r.key(spec, args)
 	c := &interceptor.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
 		Key: key, Match: match && spec.Idempotent, Record: record}
-	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy})
+	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+		HeartbeatTimeout: opts.HeartbeatTimeout})
 	actx = interceptor.WithCall(actx, c)
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID}
 	f := wf.ExecuteActivity(actx, tool.ActivityName(), in)

@@ -26,6 +26,9 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 	if err := wf.Await(ctx, func() bool { return wf.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
+	if r.v3 {
+		return r.continueByRef(ctx)
+	}
 	refs := newConvRefs(r.messages)
 	recs := r.log.Records()
 	segs, bounds := r.segs, r.bounds
@@ -68,8 +71,8 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 	for _, seg := range segs {
 		size += len(seg)
 	}
-	r.count(ctx, MetricContinuedAsNew, 1)
-	r.gauge(ctx, MetricStateBytes, size, "continue_as_new")
+	r.count(ctx, "continue-as-new", MetricContinuedAsNew, 1)
+	r.gauge(ctx, "continue-as-new-bytes", MetricStateBytes, size, "continue_as_new")
 	return wf.NewContinueAsNewError(ctx, WorkflowName, args...)
 }
 
@@ -176,6 +179,10 @@ func (r *run) restore(c *Carry, raw [][]byte) error {
 	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
 	r.interrupts, r.executions, r.baseLen, r.sent = c.Interrupts, c.Executions, c.BaseLen, c.Sent
 	r.continued, r.trace = c.Continued, trace
+	r.traceMsg = make([]int, len(trace))
+	for i := range r.traceMsg {
+		r.traceMsg[i] = -1
+	}
 	for _, id := range c.Answered {
 		r.answered[id] = true
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -76,7 +77,11 @@ type runOut struct {
 // env makes a test environment for one run of sc.
 func (h *harness) env(sc *scenario.Scenario) *testsuite.TestWorkflowEnvironment {
 	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	var w io.Writer = io.Discard
+	if os.Getenv("TULIP_TEST_LOG") != "" {
+		w = os.Stderr
+	}
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(w, nil))))
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(sdkworker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{tworker.NewInterceptor()}})
 	opts := tworker.Options{Tools: h.tb.Tools(), Hooks: demo.Hooks(), Models: sc.Models("t"), Checkpointer: h.cps}

@@ -13,8 +13,16 @@ import (
 // loop asks the model for responses and handles their calls until a final
 // answer, the turn limit, or a continue-as-new.
 func (r *run) loop(ctx wf.Context) error {
+	hb := r.cfg.ModelHeartbeatTimeout
+	switch {
+	case hb == 0:
+		hb = activities.DefaultHeartbeatTimeout
+	case hb < 0:
+		hb = 0
+	}
 	mctx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    hb,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
 	// Runs recorded before calls ran at once replay sequentially.
@@ -26,6 +34,9 @@ func (r *run) loop(ctx wf.Context) error {
 		}
 		if r.shouldContinueAsNew(ctx) {
 			return r.continueAsNew(ctx)
+		}
+		if err := r.checkBudget(ctx, 0); err != nil {
+			return err
 		}
 		r.turn++
 		r.runTurns++
@@ -46,11 +57,14 @@ func (r *run) loop(ctx wf.Context) error {
 		if r.v2 {
 			// The model activity knows its own answer: the next call's
 			// cursor starts after it.
-			r.sent = activities.Cursor{Count: len(r.messages), Digest: r.digest}
+			r.sent = activities.Cursor{Count: r.convLen(), Digest: r.digest}
 		}
 		if len(resp.ToolCalls) == 0 {
 			r.answer = resp.Text
 			return nil
+		}
+		if err := r.checkBudget(ctx, len(resp.ToolCalls)); err != nil {
+			return err
 		}
 		var steps []*step
 		for i, call := range resp.ToolCalls {
@@ -87,9 +101,9 @@ func (r *run) modelInput() activities.ModelInput {
 		in.Base = &base
 	}
 	in.Cursor = true
-	in.New = r.messages[r.sent.Count:]
+	in.New = r.messages[r.sent.Count-r.base:]
 	in.Digest = r.digest
-	r.sent = activities.Cursor{Count: len(r.messages), Digest: r.digest}
+	r.sent = activities.Cursor{Count: r.convLen(), Digest: r.digest}
 	return in
 }
 

@@ -3,6 +3,8 @@ package workflow
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"sync"
 	"time"
 
 	wf "go.temporal.io/sdk/workflow"
@@ -12,8 +14,13 @@ import (
 
 // Metric names, emitted through the SDK's metrics handler (so a Prometheus
 // or OpenTelemetry handler on the client receives them). Workflow metrics
-// are not recorded during replay: a run counts each decision once, however
-// often a worker replays it.
+// and Observer calls are not made during replay, and a worker remembers
+// what it emitted (emitted below): a run's decision goes out once from a
+// worker however often that worker replays the run or retries the
+// workflow task that made it. A task retried on another worker after the
+// first one emitted and died is emitted by both (a scrape-based exporter
+// loses the dead process's counts with it; a push-based one may have sent
+// them).
 const (
 	// MetricToolCalls counts tool-call decisions; tags tool, agent,
 	// outcome (the trace's), relation (for served calls).
@@ -75,10 +82,55 @@ type Observer interface {
 	ModelCall(ModelCall)
 }
 
+// emitted remembers the decisions a worker emitted (by run and key), up
+// to a bound, oldest forgotten first.
+type emitted struct {
+	mu    sync.Mutex
+	seen  map[string]struct{}
+	order []string
+	next  int
+}
+
+// emittedBound bounds what a worker remembers: a task retried after more
+// decisions than this went out is emitted again.
+const emittedBound = 1 << 17
+
+func newEmitted() *emitted { return &emitted{seen: map[string]struct{}{}} }
+
+// first reports whether key is new, and remembers it.
+func (e *emitted) first(key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.seen[key]; ok {
+		return false
+	}
+	if len(e.order) < emittedBound {
+		e.order = append(e.order, key)
+	} else {
+		delete(e.seen, e.order[e.next])
+		e.order[e.next] = key
+		e.next = (e.next + 1) % emittedBound
+	}
+	e.seen[key] = struct{}{}
+	return true
+}
+
+// once reports whether the emission named key (unique within the run)
+// goes out now: not during replay, and not twice from this worker.
+func (r *run) once(ctx wf.Context, key string) bool {
+	if !r.v2 || wf.IsReplaying(ctx) {
+		return false
+	}
+	if r.cfg.emitted == nil {
+		return true
+	}
+	return r.cfg.emitted.first(r.runID + "/" + key)
+}
+
 // observeLine reports a settled (or held) trace line: metrics and the
 // observer.
 func (r *run) observeLine(ctx wf.Context, l TraceLine) {
-	if !r.v2 {
+	if !r.once(ctx, fmt.Sprintf("line/%d", len(r.trace)-1)) {
 		return
 	}
 	mh := wf.GetMetricsHandler(ctx)
@@ -87,7 +139,7 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 	if l.Outcome == OutcomeCached {
 		mh.WithTags(map[string]string{"tool": l.Tool, "agent": r.in.Agent, "relation": string(l.Relation)}).Counter(MetricServedCalls).Inc(1)
 	}
-	if r.cfg.Observer == nil || wf.IsReplaying(ctx) {
+	if r.cfg.Observer == nil {
 		return
 	}
 	info := wf.GetInfo(ctx)
@@ -106,13 +158,13 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 
 // observeModel reports a model call.
 func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, failed bool) {
-	if !r.v2 {
+	if !r.once(ctx, fmt.Sprintf("model/%d", r.turn)) {
 		return
 	}
 	end := wf.Now(ctx)
 	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "model": r.in.Model}).
 		Timer(MetricModelTurnLatency).Record(end.Sub(start))
-	if r.cfg.Observer == nil || wf.IsReplaying(ctx) {
+	if r.cfg.Observer == nil {
 		return
 	}
 	info := wf.GetInfo(ctx)
@@ -120,9 +172,10 @@ func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, failed bo
 		Agent: r.in.Agent, Model: r.in.Model, Turn: r.turn, Calls: calls, Start: start, End: end, Failed: failed})
 }
 
-// count adds n to a counter tagged with the agent and more.
-func (r *run) count(ctx wf.Context, name string, n int64, tags ...string) {
-	if !r.v2 {
+// count adds n to a counter tagged with the agent and more; key names the
+// emission within the run.
+func (r *run) count(ctx wf.Context, key, name string, n int64, tags ...string) {
+	if !r.once(ctx, key) {
 		return
 	}
 	m := map[string]string{"agent": r.in.Agent}
@@ -132,9 +185,10 @@ func (r *run) count(ctx wf.Context, name string, n int64, tags ...string) {
 	wf.GetMetricsHandler(ctx).WithTags(m).Counter(name).Inc(n)
 }
 
-// gauge sets a gauge tagged with the agent and kind.
-func (r *run) gauge(ctx wf.Context, name string, v int, kind string) {
-	if !r.v2 {
+// gauge sets a gauge tagged with the agent and kind; key names the
+// emission within the run.
+func (r *run) gauge(ctx wf.Context, key, name string, v int, kind string) {
+	if !r.once(ctx, key) {
 		return
 	}
 	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "kind": kind}).Gauge(name).Update(float64(v))

@@ -38,6 +38,8 @@ func TestProtocolSchemas(t *testing.T) {
 		{"message.json", activities.Message{}, false},
 		{"checkpoint.json", activities.Checkpoint{}, false},
 		{"record.json", dedup.Record{}, false},
+		{"page-request.json", activities.PageRequest{}, true},
+		{"page.json", workflow.Page{}, false},
 	}
 	files, err := filepath.Glob("../docs/schemas/*.json")
 	require.NoError(t, err)
@@ -82,6 +84,11 @@ func fields(t reflect.Type) (all, always []string) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && f.Tag.Get("json") == "" {
+			a, w := fields(f.Type)
+			all, always = append(all, a...), append(always, w...)
 			continue
 		}
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")

@@ -19,10 +19,10 @@ func (r *run) registerHandlers(ctx wf.Context) error {
 	if err := wf.SetQueryHandler(ctx, QueryLog, func() ([]dedup.Record, error) { return r.log.Records(), nil }); err != nil {
 		return err
 	}
-	if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
+	if err := wf.SetQueryHandler(ctx, QueryConversation, r.conversationPage); err != nil {
 		return err
 	}
-	if err := wf.SetQueryHandler(ctx, QueryConversation, r.conversationPage); err != nil {
+	if err := wf.SetQueryHandler(ctx, QueryPage, r.page); err != nil {
 		return err
 	}
 	// Updates and signals take their input as JSON and decode it strictly:
@@ -169,11 +169,9 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 		} else if a, err := dedup.Parse(call.Arguments, r.in.Limits); err == nil {
 			args = json.RawMessage(a.Text())
 		}
-		l := TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld}
-		r.trace = append(r.trace, l)
-		r.observeLine(ctx, l)
+		r.appendLine(ctx, TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld}, -1)
 	}
-	r.count(ctx, MetricInterruptsOpened, 1, "hook", hook)
+	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
 	r.status = StatusInterrupted
 	// Publish the interrupt durably (runs recorded before this change
 	// replay without the memo).
@@ -194,7 +192,7 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 		}
 	}
 	resume := r.pending
-	r.count(ctx, MetricInterruptsResumed, 1, "hook", hook)
+	r.count(ctx, "interrupt-resumed/"+resume.InterruptID, MetricInterruptsResumed, 1, "hook", hook)
 	r.pending, r.interrupt, r.status = nil, nil, StatusRunning
 	if memo {
 		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {

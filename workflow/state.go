@@ -41,8 +41,38 @@ func (r *run) loadCheckpoint(ctx wf.Context) error {
 	return nil
 }
 
+// loadThread loads the thread's state before the first call, by reference
+// (refs.go), and learns from the load whether the run saves its state at
+// its end: the decision is in the run's history, not read from the
+// worker's configuration.
+func (r *run) loadThread(ctx wf.Context) error {
+	if r.in.ThreadID == "" {
+		return nil
+	}
+	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	info := wf.GetInfo(ctx)
+	ref := activities.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID,
+		Started: info.WorkflowStartTime}
+	var lt activities.LoadedThread
+	if err := wf.ExecuteActivity(actx, activities.LoadThreadActivity, ref).Get(ctx, &lt); err != nil {
+		return err
+	}
+	r.save = lt.Save
+	if lt.State != nil {
+		if err := r.adopt(lt.State); err != nil {
+			return err
+		}
+	}
+	r.baseLen = r.log.Len()
+	return nil
+}
+
 // useCheckpoint takes a thread state: this agent's log and, in runs that
-// carry it, the conversation.
+// carry it, the conversation (runs before state went by reference).
 func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
 	r.loaded = cp
 	if snap, ok := cp.Agents[r.in.Agent]; ok && r.state != nil {
@@ -123,6 +153,9 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 	if r.in.ThreadID == "" {
 		return nil
 	}
+	if r.v3 {
+		return r.saveThread(ctx, res)
+	}
 	cp, err := r.checkpoint(false)
 	if err != nil {
 		return err
@@ -139,6 +172,30 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 	return wf.ExecuteActivity(actx, activities.SaveCheckpointActivity, ref, cp).Get(ctx, nil)
 }
 
+// saveThread puts the thread's state, by reference, in the run's result,
+// and saves it in full through a custom Checkpointer when the load said so.
+func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
+	st, thin, err := r.handover(false)
+	if err != nil {
+		return err
+	}
+	res.State, res.Trace = st, r.traceFor(thin)
+	if !r.save {
+		return nil
+	}
+	full, err := r.refState(false, true)
+	if err != nil {
+		return err
+	}
+	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
+	return wf.ExecuteActivity(actx, activities.SaveThreadActivity, ref, full).Get(ctx, nil)
+}
+
 // threadState answers QueryThread. A run that has not loaded its thread's
 // state (it failed or stopped before) answers with no agents: it left
 // nothing of its own.
@@ -146,24 +203,33 @@ func (r *run) threadState() (*activities.Checkpoint, error) {
 	if !r.ready {
 		return &activities.Checkpoint{}, nil
 	}
+	if r.v3 {
+		st, _, err := r.handover(true)
+		return st, err
+	}
 	return r.checkpoint(true)
 }
 
-// conversationPage answers QueryConversation.
+// conversationPage answers QueryConversation: messages this run holds
+// (QueryPage also says who holds the others).
 func (r *run) conversationPage(rng activities.ConversationRange) (activities.ConversationPage, error) {
-	if rng.From < 0 || rng.To > len(r.messages) || rng.From > rng.To {
-		return activities.ConversationPage{}, fmt.Errorf("range [%d, %d) is outside the conversation's %d messages", rng.From, rng.To, len(r.messages))
+	if rng.From < 0 || rng.To > r.convLen() || rng.From > rng.To {
+		return activities.ConversationPage{}, fmt.Errorf("range [%d, %d) is outside the conversation's %d messages", rng.From, rng.To, r.convLen())
+	}
+	if rng.From < r.base {
+		return activities.ConversationPage{}, fmt.Errorf("messages [0, %d) are held by the thread's earlier runs: read them with the %s query", r.base, QueryPage)
 	}
 	page := activities.ConversationPage{Messages: []activities.Message{}}
 	size := 0
 	i := rng.From
 	for ; i < rng.To; i++ {
-		b, _ := json.Marshal(r.messages[i])
+		m := r.messages[i-r.base]
+		b, _ := json.Marshal(m)
 		if size > 0 && size+len(b) > activities.ConversationPageBytes {
 			break
 		}
 		size += len(b)
-		page.Messages = append(page.Messages, r.messages[i])
+		page.Messages = append(page.Messages, m)
 	}
 	page.Next = i
 	return page, nil

@@ -40,6 +40,10 @@ const (
 	// QueryConversation pages the run's conversation
 	// (activities.ConversationRange → activities.ConversationPage).
 	QueryConversation = activities.QueryConversation
+	// QueryPage pages what the run holds (activities.PageRequest → Page):
+	// its conversation, an agent's log or its trace, naming the run that
+	// holds what it does not.
+	QueryPage = activities.QueryPage
 )
 
 // MemoInterrupt is the memo key holding the current interrupt's id while a
@@ -126,10 +130,16 @@ type Carry struct {
 	Sent activities.Cursor `json:"sent"`
 	// Digest is the whole conversation's digest.
 	Digest string `json:"digest"`
-	// Segments is the number of segment payloads that follow the input.
+	// Segments is the number of segment payloads that follow the input
+	// (carries written before State).
 	Segments int `json:"segments"`
 	// Continued counts the continue-as-new steps so far.
 	Continued int `json:"continued"`
+	// State is the thread state by reference (conversation, every agent's
+	// log), the same value a thread run leaves in RunResult.State.
+	State *activities.Checkpoint `json:"state,omitempty"`
+	// Trace is the run's trace so far, thin (see TraceLine.Holder).
+	Trace []TraceLine `json:"trace,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a
@@ -191,6 +201,18 @@ type TraceLine struct {
 	Relation   dedup.Relation `json:"relation,omitempty"`
 	// Key is the downstream idempotency key of an execution.
 	Key string `json:"key,omitempty"`
+	// ResultIn says the result is the content of that message of the
+	// thread's conversation (counted from 0 across its runs), when the
+	// line leaves it out (Omitted) or when another run holds it (a call
+	// served from such a record).
+	ResultIn *int `json:"result_in,omitempty"`
+	// Holder is the workflow run that holds this line in full, when the
+	// line leaves content out; QueryPage (kind "trace") on it answers the
+	// line whole.
+	Holder string `json:"holder,omitempty"`
+	// Omitted names what the line leaves out for its size: "arguments",
+	// "result".
+	Omitted []string `json:"omitted,omitempty"`
 }
 
 // Run statuses.
@@ -227,6 +249,11 @@ type RunResult struct {
 	Checkpoint *activities.Checkpoint `json:"checkpoint,omitempty"`
 	// ContinuedAsNew counts the times the run continued as new.
 	ContinuedAsNew int `json:"continued_as_new,omitempty"`
+	// State is the thread's state after this run, by reference (thread
+	// runs): what the thread's next run loads.
+	State *activities.Checkpoint `json:"state,omitempty"`
+	// Summary counts the run's tool calls by outcome.
+	Summary map[Outcome]int `json:"summary,omitempty"`
 }
 
 // StateView is what QueryState returns: the run so far.
@@ -249,6 +276,13 @@ type ResumeResult struct {
 	InterruptID string `json:"interrupt_id"`
 	// Duplicate: this interrupt was already answered; nothing happened.
 	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Page answers QueryPage: activities.Page, and for the kind "trace" the
+// trace lines [From, Next) in full.
+type Page struct {
+	activities.Page
+	Trace []TraceLine `json:"trace,omitempty"`
 }
 
 // HooksInput installs and removes hooks by name.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -30,10 +31,17 @@ type Config struct {
 	// stores large payloads externally). A positive value is at least
 	// MinPayloadLimit.
 	PayloadLimit int
+	// ModelHeartbeatTimeout is the model activity's heartbeat timeout
+	// (tulip heartbeats while the model answers): how soon a model call a
+	// dead worker held is retried. Zero value:
+	// activities.DefaultHeartbeatTimeout. Negative: none.
+	ModelHeartbeatTimeout time.Duration
 	// Observer receives each tool-call decision and model call once (never
-	// during replay). Zero value: none; metrics go to the SDK's metrics
+	// during replay, and once per worker; see observe.go). Zero value: none; metrics go to the SDK's metrics
 	// handler either way.
 	Observer Observer
+
+	emitted *emitted // what this worker emitted (observe.go)
 }
 
 // DefaultPayloadLimit is a little under Temporal's default 2 MiB blob limit.
@@ -52,6 +60,7 @@ func New(cfg Config) (Func, error) {
 	if cfg.PayloadLimit > 0 && cfg.PayloadLimit < MinPayloadLimit {
 		return nil, fmt.Errorf("tulip: PayloadLimit %d is below the minimum %d (use -1 for no limit)", cfg.PayloadLimit, MinPayloadLimit)
 	}
+	cfg.emitted = newEmitted()
 	tools := make(map[string]*activities.Tool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		if t == nil {
@@ -63,11 +72,16 @@ func New(cfg Config) (Func, error) {
 		tools[t.Spec().Name] = t
 	}
 	return func(ctx wf.Context, raw json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error) {
-		var in RunInput
-		if err := decodeStrict("run input", raw, &in); err != nil {
+		r := &run{cfg: &cfg, tools: tools, answered: map[string]bool{}}
+		// Registered first: a run refused before it had its thread's state
+		// answers that it left none (the next run's loader asks).
+		if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
 			return RunResult{}, err
 		}
-		r := &run{cfg: &cfg, tools: tools, in: in, answered: map[string]bool{}}
+		if err := decodeStrict("run input", raw, &r.in); err != nil {
+			return RunResult{}, err
+		}
+		in := r.in
 		if in.Continued != nil {
 			n := in.Continued.Segments
 			if n < 0 || n > MaxSegments {
@@ -85,17 +99,22 @@ type run struct {
 	tools map[string]*activities.Tool
 	in    RunInput
 
-	state    *interceptor.State // nil without the dedup interceptor
-	log      *dedup.Log         // the state's log, or a private one
-	loaded   *activities.Checkpoint
-	hooks    []string
-	messages []activities.Message
-	sent     activities.Cursor // the conversation the last model call saw
-	segs     [][]byte          // the carried segments (JSON), passed on as they came
-	bounds   []segBound        // where each carried segment ends
-	digest   string            // the digest of messages
+	state      *interceptor.State // nil without the dedup interceptor
+	log        *dedup.Log         // the state's log, or a private one
+	loaded     *activities.Checkpoint
+	hooks      []string
+	messages   []activities.Message // the messages this run holds: the conversation from message base on
+	base       int                  // the messages other runs hold (parts), which come first
+	parts      []activities.Part    // which runs hold messages [0, base)
+	sent       activities.Cursor    // the conversation the last model call saw
+	segs       [][]byte             // the carried segments (JSON), passed on as they came
+	bounds     []segBound           // where each carried segment ends
+	digest     string               // the digest of the whole conversation
+	baseDigest string               // the digest of messages [0, base)
 
 	v2         bool // thread state, conversation, continue-as-new
+	v3         bool // state by reference (refs.go)
+	save       bool // the run saves its thread state through a custom Checkpointer
 	parallel   bool // the calls of a response run at once
 	status     string
 	turn       int
@@ -104,6 +123,7 @@ type run struct {
 	phaseTurn  int
 	resumed    bool
 	trace      []TraceLine
+	traceMsg   []int // each trace line's tool message, or -1
 	answer     string
 	failure    string
 	interrupt  *Interrupt
@@ -155,6 +175,9 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	// Runs recorded before threads carried their conversation (and before
 	// a run found its thread's runs itself) replay as they ran.
 	r.v2 = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
+	// Runs recorded before state went by reference carry and leave it in
+	// full (carry.go, state.go).
+	r.v3 = r.v2 && wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 1) == 1
 	if err := r.start(ctx); err != nil {
 		return r.fail(ctx, err) // not ready: fails with no state, which would be empty
 	}
@@ -180,9 +203,16 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 // or from the thread's state, then the user's message.
 func (r *run) start(ctx wf.Context) error {
 	if c := r.in.Continued; c != nil {
+		if c.State != nil {
+			return r.restoreRef(c)
+		}
 		return r.restore(c, r.segs)
 	}
-	if err := r.loadCheckpoint(ctx); err != nil {
+	load := r.loadCheckpoint
+	if r.v3 {
+		load = r.loadThread
+	}
+	if err := load(ctx); err != nil {
 		return err
 	}
 	if r.in.Message != "" {
@@ -191,11 +221,20 @@ func (r *run) start(ctx wf.Context) error {
 	return nil
 }
 
+// view is the run so far (its result, a failure's details, QueryState).
+// A large trace is thin (content over InlineLimit left to this run).
 func (r *run) view() RunResult {
-	return RunResult{
+	res := RunResult{
 		Status: r.status, Agent: r.in.Agent, ThreadID: r.in.ThreadID, Answer: r.answer,
 		Turns: r.turn, Trace: r.trace, Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued,
 	}
+	if r.v3 {
+		res.Summary = r.summary()
+		if jsonSize(res.Trace) > InlineStateLimit {
+			res.Trace = r.thinTrace()
+		}
+	}
+	return res
 }
 
 // fail ends the run with a non-retryable failure whose details hold the run
@@ -248,6 +287,22 @@ func (r *run) checkSize(ctx wf.Context, what string, v any) error {
 	if len(b) <= MinPayloadLimit {
 		return nil
 	}
+	limit, err := r.payloadLimit(ctx)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && len(b) > limit {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s is %s, over the %s payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
+				what, byteSize(len(b)), byteSize(limit)), activities.ErrPayloadTooLarge, nil)
+	}
+	return nil
+}
+
+// payloadLimit reads the worker's payload limit (negative: none) through a
+// side effect: replay takes the recorded value, whatever the replaying
+// worker is configured with.
+func (r *run) payloadLimit(ctx wf.Context) (int, error) {
 	if r.limit == 0 {
 		if err := wf.SideEffect(ctx, func(wf.Context) any {
 			if r.cfg.PayloadLimit == 0 {
@@ -255,15 +310,10 @@ func (r *run) checkSize(ctx wf.Context, what string, v any) error {
 			}
 			return r.cfg.PayloadLimit
 		}).Get(&r.limit); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	if r.limit > 0 && len(b) > r.limit {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s is %s, over the %s payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
-				what, byteSize(len(b)), byteSize(r.limit)), activities.ErrPayloadTooLarge, nil)
-	}
-	return nil
+	return r.limit, nil
 }
 
 func byteSize(n int) string {

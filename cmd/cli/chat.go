@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/demo"
@@ -84,14 +86,20 @@ func (e *env) chat(args []string) error {
 	}
 	e.progress("running agent %s on %s", *agentName, mf.baseURL)
 	h, res, err := agent.Run(e.ctx, s.client, opts)
-	return e.report(h, res, err, c, *db, mf, *asJSON, tb)
+	return e.report(s.client, h, res, err, c, *db, mf, *asJSON, tb)
 }
 
 // report prints what a chat run came to (as agent.Run or agent.Await
 // returned it), and how to resume it when it is interrupted.
-func (e *env) report(h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox) error {
+func (e *env) report(cl client.Client, h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox) error {
 	if err != nil && res == nil {
 		return err
+	}
+	// Lines that leave large content out are read back whole.
+	if lines, terr := agent.Trace(e.ctx, cl, h, res.Trace); terr == nil {
+		res.Trace = lines
+	} else if err == nil {
+		return terr
 	}
 	e.printRun(res, asJSON)
 	if asJSON {
