@@ -149,3 +149,40 @@ func TestProcessErrorIsOneLine(t *testing.T) {
 		t.Errorf("%q", err.Error())
 	}
 }
+
+// A service binary that never gets ready: Start fails with a ProcessError
+// naming the process, and leaves no PostgreSQL server or folder behind.
+func TestStartFailsCleanly(t *testing.T) {
+	if _, err := FindPostgres(""); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	// PostgreSQL's folder goes under TMPDIR: one of our own, that the
+	// postgres user may enter.
+	tmp, err := os.MkdirTemp("", "cluster-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	start := time.Now()
+	_, err = Start(context.Background(), Options{Binary: "/bin/true", Dir: dir})
+	var pe *ProcessError
+	if !errors.As(err, &pe) || pe.Service != History || pe.Index != 0 {
+		t.Fatalf("want a ProcessError for history-0, got %v", err)
+	}
+	t.Logf("failed in %s: %v", time.Since(start).Round(time.Millisecond), err)
+	left, _ := os.ReadDir(tmp)
+	if len(left) != 0 {
+		t.Errorf("left behind in TMPDIR: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "postgres.log")); err != nil {
+		t.Errorf("PostgreSQL's log was not kept in Dir: %v", err)
+	}
+}
