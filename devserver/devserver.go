@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
 	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
@@ -284,6 +285,10 @@ func buildConfig(o *Options, ports [5]int) (*config.Config, error) {
 	return &conf, nil
 }
 
+// FreePort finds a free TCP port on host (a loopback IP) for a server to
+// bind next: see freePort.
+func FreePort(host string) (int, error) { return freePort(host) }
+
 // freePort finds a free port and leaves it in TIME_WAIT (closed from the
 // listening side), so the kernel will not hand it to another bind(:0) before
 // the server binds it explicitly.
@@ -316,6 +321,12 @@ func printable(s string) string {
 		}
 	}
 	return s
+}
+
+// NewLogger is the server logger Start uses: text lines at or above level
+// written to w. Processes that host one service of a cluster log with it.
+func NewLogger(w io.Writer, level slog.Level) log.Logger {
+	return &logAdapter{w: w, level: level}
 }
 
 // logAdapter writes the server's logs as text lines at or above level.

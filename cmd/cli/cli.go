@@ -100,6 +100,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.soak(args[1:])
 	case "soak-worker":
 		err = e.soakWorker(args[1:])
+	case "cluster-service":
+		err = e.clusterService(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
