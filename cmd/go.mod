@@ -3,14 +3,23 @@ module github.com/tulip-temporal/tulip/cmd
 go 1.26.8
 
 require (
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.21.0
 	github.com/tulip-temporal/tulip v0.0.0
 	github.com/tulip-temporal/tulip/devserver v0.0.0
+	github.com/tulip-temporal/tulip/mcp v0.0.0
 	github.com/tulip-temporal/tulip/otel v0.0.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.56.0
 	go.opentelemetry.io/otel/sdk/metric v1.44.0
 	go.temporal.io/api v1.63.5
 	go.temporal.io/sdk v1.50.0
+)
+
+require (
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 )
 
 require (
@@ -228,5 +237,6 @@ require (
 replace (
 	github.com/tulip-temporal/tulip => ../
 	github.com/tulip-temporal/tulip/devserver => ../devserver
+	github.com/tulip-temporal/tulip/mcp => ../mcp
 	github.com/tulip-temporal/tulip/otel => ../otel
 )

@@ -15,6 +15,15 @@ require (
 )
 
 require (
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/tulip-temporal/tulip/mcp v0.0.0 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+)
+
+require (
 	cel.dev/expr v0.25.2 // indirect
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.20.0 // indirect
@@ -230,5 +239,6 @@ replace (
 	github.com/tulip-temporal/tulip => ../
 	github.com/tulip-temporal/tulip/cmd => ../cmd
 	github.com/tulip-temporal/tulip/devserver => ../devserver
+	github.com/tulip-temporal/tulip/mcp => ../mcp
 	github.com/tulip-temporal/tulip/otel => ../otel
 )

@@ -24,6 +24,7 @@ const chatModel = "openai"
 
 type modelFlags struct {
 	baseURL, model, apiKeyEnv, keyHeader string
+	mcp                                  *mcpConfig // the MCP servers the worker offers
 }
 
 // chatWorker starts the support agent's worker: the demo toolbox and hooks,
@@ -35,9 +36,17 @@ func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, err
 		return nil, nil, usageError{err.Error()}
 	}
 	tb := demo.NewToolbox()
-	stop, err := s.startWorker(ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	set, err := e.openMCP(mf.mcp, toolNames(tb.Tools()))
+	if err != nil {
+		return nil, nil, err
+	}
+	stop, err := s.startWorker(ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{chatModel: m}})
-	return stop, tb, err
+	if err != nil {
+		_ = set.Close()
+		return nil, nil, err
+	}
+	return func() { stop(); _ = set.Close() }, tb, nil
 }
 
 func (e *env) chat(args []string) error {
@@ -48,6 +57,7 @@ func (e *env) chat(args []string) error {
 	fs.StringVar(&mf.model, "model", "", "model name")
 	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the API key (read by the worker)")
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", `header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
+	mf.mcp = mcpFlags(fs)
 	thread := fs.String("thread", "", "thread id: reload its checkpoint, and resume it later by this name")
 	agentName := fs.String("agent", workflow.DefaultAgent, "agent name")
 	hookList := fs.String("hooks", "", "comma-separated hooks to install (upper_order_id, block_page_oncall, approve_isolate_host)")
@@ -58,7 +68,10 @@ func (e *env) chat(args []string) error {
 		return err
 	}
 	if mf.baseURL == "" || mf.model == "" || fs.NArg() != 1 {
-		return usageError{`usage: tulip chat --base-url URL --model NAME [--thread T] [--agent A] [--hooks H,...] [--json] "message"`}
+		return usageError{`usage: tulip chat --base-url URL --model NAME [--thread T] [--agent A] [--hooks H,...] [--mcp NAME=COMMAND ARGS...] [--json] "message"`}
+	}
+	if _, err := mf.mcp.build(); err != nil {
+		return err
 	}
 	var hooks []string
 	for _, h := range strings.Split(*hookList, ",") {
@@ -155,6 +168,13 @@ func (e *env) explainInterrupt(h agent.Handle, res *workflow.RunResult, c *conn,
 		}
 		if mf.keyHeader != "" {
 			where += " --api-key-header " + shellQuote(mf.keyHeader)
+		}
+		if mf.mcp != nil {
+			args, secrets := mf.mcp.resumeArgs()
+			where += args
+			if secrets {
+				where += " (and your --mcp-env / --mcp-header flags)"
+			}
 		}
 		if db == "" {
 			fmt.Fprintln(e.stderr, "this embedded server keeps nothing: run chat with --db FILE to resume in a later process")

@@ -42,6 +42,8 @@ Usage:
   tulip replay FILE...                  replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
                                         answer an interrupted run
+  tulip mcp tools --mcp NAME=COMMAND ARGS... | --mcp-url NAME=URL [--mcp-trust NAME] [--approve-destructive] [--json]
+                                        list MCP servers' tools and what tulip does with each
   tulip codec-server --codec-key-file FILE [--port N] [--allow-origin URL,...]
                                         serve the codec endpoint that decrypts payloads for a Web UI
   tulip keygen KEY_ID                   print a key file line with a fresh AES-256 key
@@ -55,6 +57,9 @@ TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
 TEMPORAL_TLS_CLIENT_KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
 TEMPORAL_TLS_SERVER_NAME, TEMPORAL_TLS_DISABLE_HOST_VERIFICATION. demo, run
 and chat start an embedded server when no address is given.
+
+chat, dev and resume --db take the same --mcp flags: their worker then
+offers the servers' tools too (docs/mcp.md).
 
 --codec-key-file FILE (or TULIP_CODEC_KEY_FILE) encrypts every payload with
 AES-256-GCM on every command that reads or writes them: the first key in the
@@ -92,6 +97,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.replay(args[1:])
 	case "resume":
 		err = e.resume(args[1:])
+	case "mcp":
+		err = e.mcpCmd(args[1:])
 	case "codec-server":
 		err = e.codecServerCmd(args[1:])
 	case "keygen":

@@ -42,11 +42,15 @@ func (e *env) dev(args []string) error {
 	metricsPort := fs.Int("metrics-port", -1, "serve Prometheus /metrics for the demo worker on 127.0.0.1:N (0: a free port; default: off)")
 	var keyFile string
 	e.codecFlag(fs, &keyFile)
+	mc := mcpFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS] [--ui-port N | --headless] [--codec-key-file FILE] [--metrics-port N]"}
+		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS] [--ui-port N | --headless] [--codec-key-file FILE] [--metrics-port N] [--mcp NAME=COMMAND ARGS...]"}
+	}
+	if _, err := mc.build(); err != nil {
+		return err
 	}
 	keys, err := e.keys(keyFile)
 	if err != nil {
@@ -121,7 +125,12 @@ func (e *env) dev(args []string) error {
 	}
 	defer s.Close()
 	tb := demo.NewToolbox()
-	stop, err := s.startWorker(DevTaskQueue, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	set, err := e.openMCP(mc, toolNames(tb.Tools()))
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	stop, err := s.startWorker(DevTaskQueue, tworker.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model()}})
 	if err != nil {
 		return err
@@ -138,6 +147,9 @@ func (e *env) dev(args []string) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "tulip worker on task queue %q with the demo toolbox, demo hooks and model \"demo\"\n", DevTaskQueue)
+	for _, ts := range toolsets(set) {
+		fmt.Fprintf(e.stdout, "MCP server %q: its tools are the worker's too ('tulip mcp tools' shows them)\n", ts.Name())
+	}
 	fmt.Fprintf(e.stdout, "point clients and workers at it: --address %s (or TEMPORAL_ADDRESS=%s)\n", srv.Address(), srv.Address())
 	if *db != "" {
 		fmt.Fprintf(e.stdout, "state is kept in %s\n", *db)
@@ -336,12 +348,19 @@ func (e *env) resume(args []string) error {
 	fs.StringVar(&mf.model, "model", "", "with --db: the chat model's name")
 	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "with --db: environment variable with the API key")
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", `with --db: header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
+	mf.mcp = mcpFlags(fs)
 	asJSON := fs.Bool("json", false, "with --db: print the rest of the trace as JSON lines")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 || (*db != "" && (mf.baseURL == "" || mf.model == "")) {
-		return usageError{"usage: tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal] [--db FILE --base-url URL --model NAME]"}
+		return usageError{"usage: tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal] [--db FILE --base-url URL --model NAME [--mcp NAME=COMMAND ARGS...]]"}
+	}
+	if !mf.mcp.empty() && *db == "" {
+		return usageError{"--mcp flags need --db: only then does this process run the worker"}
+	}
+	if _, err := mf.mcp.build(); err != nil {
+		return err
 	}
 	s, err := e.connect(c, *db != "", *db)
 	if err != nil {
