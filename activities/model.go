@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -168,6 +169,9 @@ type Models struct {
 	// request rebuilds its conversation from the run (NewModelActivity
 	// makes one).
 	Cache *ConversationCache
+	// Toolsets' tools are shown to the model after Tools (as each toolset
+	// lists them now; a run uses the list it read when it started).
+	Toolsets []Toolset
 	// PayloadLimit bounds a response: a larger one fails the model call
 	// with ErrPayloadTooLarge (non-retryable) before the run acts on it,
 	// instead of a completion the server refuses. Zero or negative: none.
@@ -195,6 +199,16 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 			return ModelResponse{}, err
 		}
 		req.Messages, req.Tools = msgs, m.Tools
+		if len(m.Toolsets) > 0 {
+			req.Tools = slices.Clone(m.Tools)
+			for _, ts := range m.Toolsets {
+				specs, err := ts.Tools(ctx)
+				if err != nil {
+					return ModelResponse{}, err
+				}
+				req.Tools = append(req.Tools, specs...)
+			}
+		}
 	}
 	if m.Policy != nil {
 		req.Messages = m.Policy(req.Messages)

@@ -1,6 +1,13 @@
 package activities
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+)
 
 // Toolset is a set of tools a worker discovers at run time rather than
 // declares in Go: the tools an MCP server lists, say (the module
@@ -28,3 +35,81 @@ type Toolset interface {
 	// for a typed one); it is the call's recorded outcome like a Go tool's.
 	Call(ctx context.Context, in ToolInput) (ToolOutput, error)
 }
+
+// ErrToolClash: two toolsets (or a toolset and a Go tool) offer a tool of
+// the same name. Non-retryable.
+const ErrToolClash = "tulip.ToolClash"
+
+// Toolsets are a worker's toolsets as activities: the list a run reads
+// once (List, ListToolsActivity), and every call of their tools (Call, the
+// worker's dynamic activity for tool activity names no Go tool has).
+type Toolsets struct {
+	Sets []Toolset
+	// GoTools names the worker's Go tools: a toolset tool of the same name
+	// is a clash.
+	GoTools []string
+	// PayloadLimit bounds a result (see LimitResult). Zero: none.
+	PayloadLimit int
+}
+
+// List is the ListToolsActivity function: every toolset's tools, each
+// naming its toolset, in toolset order. A name offered twice fails the run
+// (non-retryable ErrToolClash naming both).
+func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
+	stop := heartbeat(ctx)
+	defer stop()
+	owner := map[string]string{}
+	for _, n := range t.GoTools {
+		owner[n] = "the worker's Go tools"
+	}
+	var out []ToolSpec
+	for _, ts := range t.Sets {
+		specs, err := ts.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range specs {
+			if o, ok := owner[s.Name]; ok {
+				return nil, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("tool %q is offered by %s and by toolset %q: give one of them a prefix", s.Name, o, ts.Name()), ErrToolClash, nil)
+			}
+			if !toolName.MatchString(s.Name) {
+				return nil, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("toolset %q offers a tool named %q: names are 1-64 letters, digits, '_' or '-'", ts.Name(), s.Name), ErrToolClash, nil)
+			}
+			owner[s.Name] = fmt.Sprintf("toolset %q", ts.Name())
+			s.Toolset = ts.Name()
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Call is the worker's dynamic activity: a call of a toolset's tool (its
+// ToolInput names the toolset). It heartbeats while the tool runs and
+// bounds the result as LimitResult does.
+func (t Toolsets) Call(ctx context.Context, args converter.EncodedValues) (ToolOutput, error) {
+	var in ToolInput
+	if err := args.Get(&in); err != nil {
+		return ToolOutput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("a toolset call's input does not decode: %v", err), ErrBadInput, nil)
+	}
+	for _, ts := range t.Sets {
+		if ts.Name() == in.Toolset {
+			stop := heartbeat(ctx)
+			defer stop()
+			ctx = context.WithValue(ctx, callKey{}, &in)
+			return LimitResult(in.Tool, t.PayloadLimit, ts.Call)(ctx, in)
+		}
+	}
+	name := ""
+	if activity.IsActivity(ctx) {
+		name = activity.GetInfo(ctx).ActivityType.Name
+	}
+	return ToolOutput{}, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("activity %s: no toolset %q on this worker", name, in.Toolset), ErrToolFailed, nil)
+}
+
+// ToolFromSpec declares a tool whose body is elsewhere (a toolset's): the
+// workflow uses its spec and default options; its activity is the
+// toolset dispatcher.
+func ToolFromSpec(spec ToolSpec) *Tool { return &Tool{spec: spec} }

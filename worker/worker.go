@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,8 +77,12 @@ type Options struct {
 }
 
 func (o Options) config() workflow.Config {
-	return workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit,
+	cfg := workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit,
 		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout}
+	for _, ts := range o.Toolsets {
+		cfg.Toolsets = append(cfg.Toolsets, ts.Name())
+	}
+	return cfg
 }
 
 // Registry is what Register needs: a worker, a workflow replayer, a test
@@ -90,6 +95,12 @@ type Registry interface {
 // ActivityRegistry registers activities.
 type ActivityRegistry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// DynamicActivityRegistry registers the activity that takes every activity
+// type no other handles: with toolsets, the worker's toolset tools.
+type DynamicActivityRegistry interface {
+	RegisterDynamicActivity(a any, options activity.DynamicRegisterOptions)
 }
 
 // Register registers the agent-run workflow and tulip's activities on r. It
@@ -116,7 +127,19 @@ func Register(r Registry, opts Options) error {
 		specs = append(specs, t.Spec())
 	}
 	models := activities.NewModels(opts.Models, specs, opts.Conversation)
-	models.PayloadLimit = limit
+	models.PayloadLimit, models.Toolsets = limit, opts.Toolsets
+	if len(opts.Toolsets) > 0 {
+		ts := activities.Toolsets{Sets: opts.Toolsets, PayloadLimit: limit}
+		for _, s := range specs {
+			ts.GoTools = append(ts.GoTools, s.Name)
+		}
+		ar.RegisterActivityWithOptions(ts.List, activity.RegisterOptions{Name: activities.ListToolsActivity})
+		dr, ok := r.(DynamicActivityRegistry)
+		if !ok {
+			return errors.New("tulip: toolsets need a registry that registers dynamic activities (a worker)")
+		}
+		dr.RegisterDynamicActivity(ts.Call, activity.DynamicRegisterOptions{})
+	}
 	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
 	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: customCheckpointer(opts.Checkpointer)}
 	if cp.Checkpointer == nil {
@@ -137,6 +160,16 @@ func customCheckpointer(c activities.Checkpointer) bool {
 		return false
 	}
 	return true
+}
+
+// oneLine is err's message: an ApplicationError's own, one line.
+func oneLine(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }
 
 // DefaultStopTimeout is Options.StopTimeout's zero value.
@@ -168,7 +201,7 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 			}
 			return nil
 		},
-		RunContextBefore: func(_ context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
+		RunContextBefore: func(ctx context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
 			if o.Registry == nil {
 				return errors.New("tulip: plugin has no registry")
 			}
@@ -180,6 +213,16 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 			registered[o.InstanceKey] = true
 			if err := Register(o.Registry, opts); err != nil {
 				return fmt.Errorf("tulip: %w", err)
+			}
+			if !o.WorkflowReplayer && len(opts.Toolsets) > 0 {
+				// A worker whose toolsets clash does not start.
+				ts := activities.Toolsets{Sets: opts.Toolsets}
+				for _, t := range opts.Tools {
+					ts.GoTools = append(ts.GoTools, t.Spec().Name)
+				}
+				if _, err := ts.List(ctx); err != nil {
+					return fmt.Errorf("tulip: %s", oneLine(err))
+				}
 			}
 			return nil
 		},

@@ -127,6 +127,9 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 	if hc.Changed() {
 		post = dedup.NewArgs(*hc.Args())
 	}
+	if reason, ask := r.needsApproval(tool, post, response); ask {
+		return nil, ApprovalHook, reason, post, true
+	}
 	return r.launch(ctx, tool, call, post, response, !r.resumed, true), "", "", nil, false
 }
 
@@ -140,7 +143,8 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 		HeartbeatTimeout: opts.HeartbeatTimeout})
 	actx = interceptor.WithCall(actx, c)
-	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID}
+	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
+		Toolset: spec.Toolset}
 	f := wf.ExecuteActivity(actx, tool.ActivityName(), in)
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.ServedFrom != nil {

@@ -286,6 +286,7 @@ func (r *run) restoreRef(c *Carry) error {
 	}
 	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
 	r.interrupts, r.executions, r.baseLen, r.continued = c.Interrupts, c.Executions, c.BaseLen, c.Continued
+	r.addToolsets(c.Toolsets)
 	r.trace = c.Trace
 	r.traceMsg = make([]int, len(c.Trace))
 	for i := range r.traceMsg {
@@ -317,7 +318,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
 		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.digest, Continued: r.continued + 1,
-		State: st, Trace: r.traceFor(thin)}
+		State: st, Trace: r.traceFor(thin), Toolsets: r.toolsets}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
 	if err := r.checkSize(ctx, "the continue-as-new state", next); err != nil {

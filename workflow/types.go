@@ -140,6 +140,8 @@ type Carry struct {
 	State *activities.Checkpoint `json:"state,omitempty"`
 	// Trace is the run's trace so far, thin (see TraceLine.Holder).
 	Trace []TraceLine `json:"trace,omitempty"`
+	// Toolsets are the toolsets' tools the run read when it started.
+	Toolsets []activities.ToolSpec `json:"toolsets,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a

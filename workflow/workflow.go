@@ -21,6 +21,10 @@ type Config struct {
 	Tools []*activities.Tool
 	// Hooks by name.
 	Hooks map[string]hooks.Hook
+	// Toolsets names the worker's toolsets (activities.Toolset): a run
+	// reads their tools once, by ListToolsActivity, and records that it
+	// does (a side effect), so it replays on any worker.
+	Toolsets []string
 	// CustomCheckpointer: the worker's Checkpointer is not the Temporal
 	// default, so checkpoints are saved by an activity.
 	CustomCheckpointer bool
@@ -112,7 +116,8 @@ type run struct {
 	digest     string               // the digest of the whole conversation
 	baseDigest string               // the digest of messages [0, base)
 
-	v2         bool // thread state, conversation, continue-as-new
+	toolsets   []activities.ToolSpec // the toolsets' tools this run read
+	v2         bool                  // thread state, conversation, continue-as-new
 	v3         bool // state by reference (refs.go)
 	save       bool // the run saves its thread state through a custom Checkpointer
 	parallel   bool // the calls of a response run at once
@@ -209,11 +214,20 @@ func (r *run) start(ctx wf.Context) error {
 		return r.restore(c, r.segs)
 	}
 	load := r.loadCheckpoint
+	var listing wf.Future
 	if r.v3 {
 		load = r.loadThread
+		listing = r.listToolsets(ctx)
 	}
 	if err := load(ctx); err != nil {
 		return err
+	}
+	if listing != nil {
+		var specs []activities.ToolSpec
+		if err := listing.Get(ctx, &specs); err != nil {
+			return err
+		}
+		r.addToolsets(specs)
 	}
 	if r.in.Message != "" {
 		r.addMessage(activities.Message{Role: "user", Content: r.in.Message})
