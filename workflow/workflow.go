@@ -118,9 +118,9 @@ type run struct {
 
 	toolsets   []activities.ToolSpec // the toolsets' tools this run read
 	v2         bool                  // thread state, conversation, continue-as-new
-	v3         bool // state by reference (refs.go)
-	save       bool // the run saves its thread state through a custom Checkpointer
-	parallel   bool // the calls of a response run at once
+	v3         bool                  // state by reference (refs.go)
+	save       bool                  // the run saves its thread state through a custom Checkpointer
+	parallel   bool                  // the calls of a response run at once
 	status     string
 	turn       int
 	runTurns   int // turns in this workflow run
