@@ -18,13 +18,27 @@ import (
 // from the runs that hold it (the tulip.page query), so what they return is
 // whole.
 
-// Trace returns the run's trace in full: res.Trace (as Await returned it)
-// with every line that leaves content out read back from the run that
-// holds it. A trace that leaves nothing out is returned as it is, with no
-// query.
-func Trace(ctx context.Context, c client.Client, h Handle, lines []workflow.TraceLine) ([]workflow.TraceLine, error) {
-	out := make([]workflow.TraceLine, len(lines))
-	copy(out, lines)
+// Trace returns a run's whole trace, from its result (or state) as Await
+// returned it: the lines runs hold by reference (res.TraceParts) read from
+// them, and a served call's result that another run holds (ResultIn) read
+// from the conversation. A result that holds its whole trace is returned
+// as it is, with no query.
+func Trace(ctx context.Context, c client.Client, h Handle, res *workflow.RunResult) ([]workflow.TraceLine, error) {
+	if res == nil {
+		return nil, nil
+	}
+	var out []workflow.TraceLine
+	for _, p := range res.TraceParts {
+		lines, err := fetchTrace(ctx, c, h.WorkflowID, p.Run, p.From, p.To)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, lines...)
+	}
+	if len(out) != res.TraceFrom {
+		return nil, fmt.Errorf("agent: the trace's parts hold %d lines, its result starts at line %d", len(out), res.TraceFrom)
+	}
+	out = append(out, res.Trace...)
 	var cur *Handle
 	handle := func() (Handle, error) {
 		if cur == nil {
@@ -37,20 +51,6 @@ func Trace(ctx context.Context, c client.Client, h Handle, lines []workflow.Trac
 		return *cur, nil
 	}
 	msgs := messageReader{c: c}
-	for i := 0; i < len(out); i++ {
-		if out[i].Holder != "" {
-			j := i
-			for j < len(out) && out[j].Holder == out[i].Holder {
-				j++
-			}
-			full, err := fetchTrace(ctx, c, h.WorkflowID, out[i].Holder, i, j)
-			if err != nil {
-				return nil, err
-			}
-			copy(out[i:j], full)
-			i = j - 1
-		}
-	}
 	for i := range out {
 		if in := out[i].ResultIn; in != nil && out[i].Result == nil {
 			hh, err := handle()

@@ -86,7 +86,8 @@ type Record struct {
 	// exact for value equality.
 	ArgsHash string `json:"args_hash,omitempty"`
 	// Holder is the workflow run whose history (and memory, on replay)
-	// holds a thin record in full: ask it for the record's arguments.
+	// holds a thin record in full, when it is not Run (the run that made
+	// it): ask it for the record's arguments. See HeldBy.
 	Holder string `json:"holder,omitempty"`
 	// ResultIn says the record's result is the content of that message of
 	// the thread's conversation (counted from 0 across its runs): set on a
@@ -103,8 +104,16 @@ type Record struct {
 // Args returns the record's parsed arguments (nil for a thin record).
 func (r *Record) Args() *Args { return r.args }
 
+// HeldBy is the run that holds a thin record in full: Holder, or Run.
+func (r *Record) HeldBy() string {
+	if r.Holder != "" {
+		return r.Holder
+	}
+	return r.Run
+}
+
 // Thin reports whether the record is thin: its content is held by another
-// run (Holder), and it matches by ArgsHash.
+// run (HeldBy), and it matches by ArgsHash.
 func (r *Record) Thin() bool { return r.args == nil && r.ArgsHash != "" }
 
 // Pending reports whether the record's outcome is not known yet (a call
@@ -292,6 +301,9 @@ func (l *Log) ThinSnapshot(n int, holder string, inline int, resultIn func(r *Re
 		rec := *r
 		if !r.Thin() {
 			rec.ArgsHash, rec.Arguments, rec.Holder = r.args.ArgsHash(), "", holder
+			if rec.Holder == rec.Run {
+				rec.Holder = ""
+			}
 			if rec.ResultIn == nil && len(rec.Result) > inline {
 				if k, ok := resultIn(r); ok {
 					rec.Result, rec.ResultIn = nil, &k
@@ -389,7 +401,7 @@ func (l *Log) appendThin(r Record) error {
 	if len(r.ArgsHash) != 64 {
 		return errors.New("args_hash is not a SHA-256 in hex")
 	}
-	if r.Holder == "" {
+	if r.HeldBy() == "" {
 		return errors.New("a thin record names no holder")
 	}
 	r.Seq = len(l.recs)

@@ -81,9 +81,10 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 		printed, skip, resumes := 0, "", run.Resumes
 		for {
 			res, err := agent.Await(ctx, r.Client, h, skip)
-			if res != nil && printed < len(res.Trace) {
-				// Lines that leave large content out are read back whole.
-				lines, terr := agent.Trace(ctx, r.Client, h, res.Trace)
+			if res != nil && printed < res.TraceFrom+len(res.Trace) {
+				// Lines other runs hold, or that leave large content out,
+				// are read back whole.
+				lines, terr := agent.Trace(ctx, r.Client, h, res)
 				if terr != nil {
 					return out, terr
 				}
@@ -92,7 +93,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 						r.OnLine(Line{Run: i + 1, TraceLine: l})
 					}
 				}
-				printed = len(res.Trace)
+				printed = len(lines)
 			}
 			var failed *agent.RunFailedError
 			if errors.As(err, &failed) {

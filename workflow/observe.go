@@ -130,7 +130,7 @@ func (r *run) once(ctx wf.Context, key string) bool {
 // observeLine reports a settled (or held) trace line: metrics and the
 // observer.
 func (r *run) observeLine(ctx wf.Context, l TraceLine) {
-	if !r.once(ctx, fmt.Sprintf("line/%d", len(r.trace)-1)) {
+	if !r.once(ctx, fmt.Sprintf("line/%d", r.traceBase+len(r.trace)-1)) {
 		return
 	}
 	mh := wf.GetMetricsHandler(ctx)

@@ -101,9 +101,9 @@ func (r *run) pageRecords(req activities.PageRequest) (Page, error) {
 	from, to := bounds(req, total)
 	p := Page{Page: activities.Page{From: from, Next: from, Total: total}}
 	if from < to && recs[from].Thin() {
-		holder := recs[from].Holder
+		holder := recs[from].HeldBy()
 		i := from
-		for i < to && recs[i].Thin() && recs[i].Holder == holder {
+		for i < to && recs[i].Thin() && recs[i].HeldBy() == holder {
 			i++
 		}
 		p.Holder, p.Next = holder, i
@@ -118,22 +118,22 @@ func (r *run) pageRecords(req activities.PageRequest) (Page, error) {
 }
 
 func (r *run) pageTrace(req activities.PageRequest) Page {
-	total := len(r.trace)
+	total := r.traceBase + len(r.trace)
 	from, to := bounds(req, total)
 	p := Page{Page: activities.Page{From: from, Next: from, Total: total}}
-	if from < to && r.trace[from].Holder != "" {
-		holder := r.trace[from].Holder
-		i := from
-		for i < to && r.trace[i].Holder == holder {
-			i++
+	if from < r.traceBase {
+		for _, part := range r.traceParts {
+			if from >= part.From && from < part.To {
+				p.Holder, p.Next = part.Run, min(part.To, to)
+				return p
+			}
 		}
-		p.Holder, p.Next = holder, i
-		return p
 	}
 	p.Trace = []TraceLine{}
-	p.Next = fill(from, to, func(i int) bool { return r.trace[i].Holder != "" }, func(i int) int {
-		p.Trace = append(p.Trace, r.trace[i])
-		return jsonSize(r.trace[i])
+	p.Next = fill(from, to, never, func(i int) int {
+		l := r.trace[i-r.traceBase]
+		p.Trace = append(p.Trace, l)
+		return jsonSize(l)
 	})
 	return p
 }

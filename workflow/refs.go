@@ -37,25 +37,27 @@ const InlineStateLimit = 256 << 10
 
 // handover is the state the run hands on (to its continuation, its thread's
 // next run, a QueryThread reader): in full when that is small, else by
-// reference. thin says which, for the trace that goes with it.
-func (r *run) handover(settledOnly bool) (st *activities.Checkpoint, thin bool, err error) {
-	st, err = r.refState(settledOnly, true)
-	if err != nil {
-		return nil, false, err
+// reference.
+func (r *run) handover(settledOnly bool) (*activities.Checkpoint, error) {
+	st, err := r.refState(settledOnly, true)
+	if err != nil || jsonSize(st) <= InlineStateLimit {
+		return st, err
 	}
-	if jsonSize(st) <= InlineStateLimit {
-		return st, false, nil
-	}
-	st, err = r.refState(settledOnly, false)
-	return st, true, err
+	return r.refState(settledOnly, false)
 }
 
-// traceFor is the trace that goes with a state: thin with one by reference.
-func (r *run) traceFor(thin bool) []TraceLine {
-	if thin {
-		return r.thinTrace()
+// traceFor is the trace that goes with a state: by reference with a state
+// by reference (the parts that hold it, this run's last), else the parts
+// that hold its first lines and the lines this run holds, in full.
+func (r *run) traceFor(thin bool) (parts []activities.Part, lines []TraceLine) {
+	parts = slices.Clone(r.traceParts)
+	if !thin {
+		return parts, r.trace
 	}
-	return r.trace
+	if len(r.trace) > 0 {
+		parts = append(parts, activities.Part{Run: r.runID, From: r.traceBase, To: r.traceBase + len(r.trace)})
+	}
+	return parts, nil
 }
 
 // convLen is the conversation's length: the messages other runs hold, then
@@ -221,39 +223,16 @@ func (r *run) messageContent(i int) string {
 	return m.Content
 }
 
-// thinTrace is the trace with each line this run holds thinned: content
-// over InlineLimit left out (Omitted), the result's message named
-// (ResultIn), this run named as the holder.
-func (r *run) thinTrace() []TraceLine {
-	out := make([]TraceLine, len(r.trace))
-	for i, l := range r.trace {
-		out[i] = r.thinLine(l, r.traceMsg[i])
-	}
-	return out
-}
-
-func (r *run) thinLine(l TraceLine, msg int) TraceLine {
-	if l.Holder != "" {
-		return l
-	}
-	var omitted []string
-	if len(l.Arguments) > InlineLimit {
-		l.Arguments, omitted = nil, append(omitted, "arguments")
-	}
-	if len(l.Result) > InlineLimit {
-		l.Result, omitted = nil, append(omitted, "result")
-		if l.ResultIn == nil && msg >= 0 {
-			l.ResultIn = &msg
-		}
-	}
-	if len(omitted) > 0 {
-		l.Holder, l.Omitted = r.runID, omitted
-	}
-	return l
+// traceByRef leaves every line of res's trace to the run that holds it:
+// res.TraceParts name them, QueryPage reads them (agent.Trace does).
+func (r *run) traceByRef(res *RunResult) {
+	res.TraceParts, res.Trace = r.traceFor(true)
+	res.TraceFrom = r.traceBase + len(r.trace)
 }
 
 // summary counts the run's calls by final outcome (a held call counts once,
-// as what became of it).
+// as what became of it): the lines earlier runs of the chain hold, and this
+// run's.
 func (r *run) summary() map[Outcome]int {
 	type at struct {
 		turn int
@@ -268,7 +247,10 @@ func (r *run) summary() map[Outcome]int {
 		}
 		final[k] = l.Outcome
 	}
-	out := map[Outcome]int{}
+	out := maps.Clone(r.summarized)
+	if out == nil {
+		out = map[Outcome]int{}
+	}
 	for _, k := range order {
 		out[final[k]]++
 	}
@@ -287,7 +269,13 @@ func (r *run) restoreRef(c *Carry) error {
 	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
 	r.interrupts, r.executions, r.baseLen, r.continued = c.Interrupts, c.Executions, c.BaseLen, c.Continued
 	r.addToolsets(c.Toolsets)
-	r.trace = c.Trace
+	r.trace, r.traceParts, r.summarized = c.Trace, c.TraceParts, c.Summary
+	for i, p := range c.TraceParts {
+		if p.From != r.traceBase || p.To <= p.From || p.Run == "" {
+			return badInput(fmt.Sprintf("continued state: trace part %d [%d, %d) does not follow line %d", i, p.From, p.To, r.traceBase))
+		}
+		r.traceBase = p.To
+	}
 	r.traceMsg = make([]int, len(c.Trace))
 	for i := range r.traceMsg {
 		r.traceMsg[i] = -1
@@ -311,14 +299,21 @@ func (r *run) restoreRef(c *Carry) error {
 
 // continueByRef hands the run's state to a new workflow run by reference.
 func (r *run) continueByRef(ctx wf.Context) error {
-	st, thin, err := r.handover(false)
+	st, err := r.handover(false)
 	if err != nil {
 		return err
+	}
+	// The trace goes whole while it is small, else by reference.
+	thin := jsonSize(r.trace) > InlineStateLimit
+	parts, lines := r.traceFor(thin)
+	summary := r.summarized
+	if thin {
+		summary = r.summary() // the lines this run holds go by reference too
 	}
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
 		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.digest, Continued: r.continued + 1,
-		State: st, Trace: r.traceFor(thin), Toolsets: r.toolsets}
+		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
 	if err := r.checkSize(ctx, "the continue-as-new state", next); err != nil {

@@ -175,11 +175,11 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 // saveThread puts the thread's state, by reference, in the run's result,
 // and saves it in full through a custom Checkpointer when the load said so.
 func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
-	st, thin, err := r.handover(false)
+	st, err := r.handover(false)
 	if err != nil {
 		return err
 	}
-	res.State, res.Trace = st, r.traceFor(thin)
+	res.State = st
 	if !r.save {
 		return nil
 	}
@@ -204,8 +204,7 @@ func (r *run) threadState() (*activities.Checkpoint, error) {
 		return &activities.Checkpoint{}, nil
 	}
 	if r.v3 {
-		st, _, err := r.handover(true)
-		return st, err
+		return r.handover(true)
 	}
 	return r.checkpoint(true)
 }

@@ -138,8 +138,13 @@ type Carry struct {
 	// State is the thread state by reference (conversation, every agent's
 	// log), the same value a thread run leaves in RunResult.State.
 	State *activities.Checkpoint `json:"state,omitempty"`
-	// Trace is the run's trace so far, thin (see TraceLine.Holder).
+	// Trace is the run's trace so far, in full, after the lines
+	// TraceParts hold.
 	Trace []TraceLine `json:"trace,omitempty"`
+	// TraceParts say which runs of the chain hold the trace's first lines.
+	TraceParts []activities.Part `json:"trace_parts,omitempty"`
+	// Summary counts the calls of the lines TraceParts hold by outcome.
+	Summary map[Outcome]int `json:"summary,omitempty"`
 	// Toolsets are the toolsets' tools the run read when it started.
 	Toolsets []activities.ToolSpec `json:"toolsets,omitempty"`
 }
@@ -203,18 +208,10 @@ type TraceLine struct {
 	Relation   dedup.Relation `json:"relation,omitempty"`
 	// Key is the downstream idempotency key of an execution.
 	Key string `json:"key,omitempty"`
-	// ResultIn says the result is the content of that message of the
-	// thread's conversation (counted from 0 across its runs), when the
-	// line leaves it out (Omitted) or when another run holds it (a call
-	// served from such a record).
+	// ResultIn, with no Result, says the result is the content of that
+	// message of the thread's conversation (counted from 0 across its
+	// runs): a call served from a record whose result another run holds.
 	ResultIn *int `json:"result_in,omitempty"`
-	// Holder is the workflow run that holds this line in full, when the
-	// line leaves content out; QueryPage (kind "trace") on it answers the
-	// line whole.
-	Holder string `json:"holder,omitempty"`
-	// Omitted names what the line leaves out for its size: "arguments",
-	// "result".
-	Omitted []string `json:"omitted,omitempty"`
 }
 
 // Run statuses.
@@ -239,14 +236,23 @@ type Interrupt struct {
 
 // RunResult is the run's result (and, in a failure's details, its state).
 type RunResult struct {
-	Status    string      `json:"status"`
-	Agent     string      `json:"agent"`
-	ThreadID  string      `json:"thread_id,omitempty"`
-	Answer    string      `json:"answer,omitempty"`
-	Turns     int         `json:"turns"`
-	Trace     []TraceLine `json:"trace"`
-	Interrupt *Interrupt  `json:"interrupt,omitempty"`
-	Error     string      `json:"error,omitempty"`
+	Status   string `json:"status"`
+	Agent    string `json:"agent"`
+	ThreadID string `json:"thread_id,omitempty"`
+	Answer   string `json:"answer,omitempty"`
+	Turns    int    `json:"turns"`
+	// Trace is the run's trace lines from TraceFrom on. A run whose trace
+	// is large (a long run that continued as new, say) leaves its lines to
+	// the runs that hold them (TraceParts), read with QueryPage
+	// (agent.Trace does).
+	Trace []TraceLine `json:"trace"`
+	// TraceFrom is the number of Trace's first line.
+	TraceFrom int `json:"trace_from,omitempty"`
+	// TraceParts say which runs (of the chain, this one included) hold
+	// lines [0, TraceFrom).
+	TraceParts []activities.Part `json:"trace_parts,omitempty"`
+	Interrupt  *Interrupt        `json:"interrupt,omitempty"`
+	Error      string            `json:"error,omitempty"`
 	// Checkpoint is the thread's state after this run (thread runs).
 	Checkpoint *activities.Checkpoint `json:"checkpoint,omitempty"`
 	// ContinuedAsNew counts the times the run continued as new.

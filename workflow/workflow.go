@@ -127,8 +127,11 @@ type run struct {
 	phase      int
 	phaseTurn  int
 	resumed    bool
-	trace      []TraceLine
-	traceMsg   []int // each trace line's tool message, or -1
+	trace      []TraceLine       // the lines this run holds: the trace from line traceBase on
+	traceMsg   []int             // each trace line's tool message, or -1
+	traceBase  int               // the lines earlier runs of the chain hold
+	traceParts []activities.Part // which runs hold lines [0, traceBase)
+	summarized map[Outcome]int   // those lines' calls by outcome
 	answer     string
 	failure    string
 	interrupt  *Interrupt
@@ -236,16 +239,17 @@ func (r *run) start(ctx wf.Context) error {
 }
 
 // view is the run so far (its result, a failure's details, QueryState).
-// A large trace is thin (content over InlineLimit left to this run).
+// A large trace goes by reference (traceByRef).
 func (r *run) view() RunResult {
 	res := RunResult{
 		Status: r.status, Agent: r.in.Agent, ThreadID: r.in.ThreadID, Answer: r.answer,
 		Turns: r.turn, Trace: r.trace, Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued,
+		TraceFrom: r.traceBase, TraceParts: r.traceParts,
 	}
 	if r.v3 {
 		res.Summary = r.summary()
 		if jsonSize(res.Trace) > InlineStateLimit {
-			res.Trace = r.thinTrace()
+			r.traceByRef(&res)
 		}
 	}
 	return res

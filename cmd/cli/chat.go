@@ -109,8 +109,8 @@ func (e *env) report(cl client.Client, h agent.Handle, res *workflow.RunResult, 
 		return err
 	}
 	// Lines that leave large content out are read back whole.
-	if lines, terr := agent.Trace(e.ctx, cl, h, res.Trace); terr == nil {
-		res.Trace = lines
+	if lines, terr := agent.Trace(e.ctx, cl, h, res); terr == nil {
+		res.Trace, res.TraceFrom, res.TraceParts = lines, 0, nil
 	} else if err == nil {
 		return terr
 	}
