@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -40,7 +41,38 @@ const (
 var (
 	crashAt = flag.String("crash-at", "", "crash point: before-billing, after-billing, after-completion (empty: none)")
 	marker  = flag.String("marker", "", "marker file: crash only while it does not exist")
+	hangAt  = flag.String("hang-at", "", "hang (block forever, saying so on stdout) the first time here: tool (report_case's body) or model")
+	events  = flag.String("events", "", "append a line per report_case body and model call here: WHAT ATTEMPT UNIXNANO")
+	delay   = flag.Duration("tool-delay", 0, "report_case takes this long")
 )
+
+// event records that what (tool, model) started an attempt.
+func event(ctx context.Context, what string) {
+	if *events == "" {
+		return
+	}
+	f, err := os.OpenFile(*events, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %d %d\n", what, activity.GetInfo(ctx).Attempt, time.Now().UnixNano())
+}
+
+// hang blocks forever at point p, once (a marker file remembers), after
+// saying so on stdout: the test kills the process there.
+func hang(p string) {
+	if *hangAt != p || *marker == "" {
+		return
+	}
+	f, err := os.OpenFile(*marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	f.Close()
+	fmt.Printf("hanging %s\n", p)
+	select {}
+}
 
 // crash kills this process with SIGKILL at point p, once.
 func crash(p string) {
@@ -128,6 +160,27 @@ func run(address, taskQueue, billingURL string) error {
 		},
 		activities.ToolOptions{StartToCloseTimeout: 2 * time.Second,
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 20}})
+	// report_case has the default tool options: a minute to run, and a
+	// heartbeat timeout (tulip heartbeats for it).
+	report := activities.MustTool(activities.ToolSpec{Name: "report_case", Idempotent: true},
+		func(ctx context.Context, a struct {
+			Case string `json:"case"`
+		}) (map[string]string, error) {
+			event(ctx, "tool")
+			hang("tool")
+			time.Sleep(*delay)
+			return map[string]string{"reported": a.Case}, nil
+		})
+	// The model reports a case, then ends (the default model options: two
+	// minutes to answer).
+	reporter := activities.ModelFunc(func(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		event(ctx, "model")
+		if req.Turn == 1 {
+			hang("model")
+			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "c1", Name: "report_case", Arguments: `{"case": "case-1"}`}}}, nil
+		}
+		return activities.ModelResponse{Text: "reported"}, nil
+	})
 	// The model refunds the order named in the user's message, then ends.
 	model := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		if req.Turn == 1 {
@@ -142,7 +195,8 @@ func run(address, taskQueue, billingURL string) error {
 		return err
 	}
 	defer c.Close()
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{refund}, Models: map[string]activities.Model{"refund": model}})
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{refund, report},
+		Models: map[string]activities.Model{"refund": model, "report": reporter}})
 	if err != nil {
 		return err
 	}
