@@ -30,6 +30,7 @@ import (
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/devserver"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
@@ -325,4 +326,37 @@ func TestCLICodecServer(t *testing.T) {
 	assert.JSONEq(t, `{"order_id":"ord-4821"}`, string(got.Payloads[0].GetData()))
 	status, _ = post("http://elsewhere.example")
 	assert.Equal(t, http.StatusForbidden, status)
+	resp, err := http.Post(url+"/encode", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "/encode is off unless asked for")
+	assert.Contains(t, errb.String(), "warning: key file "+f+" has mode 0644", "a key file others can read is named")
+}
+
+// `tulip keygen -o FILE` appends a fresh key to a key file of mode 0600;
+// `tulip history` writes its file 0600 (it holds prompts and results).
+func TestCLIPrivateFiles(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "keys.txt")
+	for _, id := range []string{"k1", "k2"} {
+		_, stderr, code := runCLI(t, "keygen", id, "-o", f)
+		require.Equal(t, 0, code, stderr)
+		assert.NotContains(t, stderr, "warning")
+	}
+	fi, err := os.Stat(f)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	keys, err := codec.LoadKeyFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"k1", "k2"}, keys.KeyIDs())
+
+	c := dial(t, server.Address())
+	h, res := runScript(t, c, demo.NewToolbox(), scenario.Run{Turns: []scenario.Turn{turn(call("c1", "lookup_order", `{"order_id": "o"}`))}}, agent.RunOptions{})
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	out := filepath.Join(t.TempDir(), "h.json")
+	require.NoError(t, os.WriteFile(out, nil, 0o644))
+	_, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", out, "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	fi, err = os.Stat(out)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "even over a file that was 0644")
 }

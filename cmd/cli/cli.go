@@ -240,7 +240,14 @@ func (e *env) keys(flagValue string) (*codec.Keyring, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return codec.LoadKeyFile(path)
+	keys, err := codec.LoadKeyFile(path)
+	if err != nil {
+		return nil, err // the one line
+	}
+	if w := codec.KeyFileWarning(path); w != "" {
+		e.progress("%s", w)
+	}
+	return keys, nil
 }
 
 // logLevel is TULIP_LOG_LEVEL (debug, info, warn, error), or def.

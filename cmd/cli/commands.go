@@ -258,7 +258,9 @@ func (e *env) history(args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
+		// A history holds prompts, arguments and results (decrypted,
+		// unless --encoded): readable by its owner only.
+		if err := writePrivate(name, append(b, '\n')); err != nil {
 			return err
 		}
 		e.progress("wrote %d events to %s", len(hist.Events), name)
@@ -435,4 +437,13 @@ func checkPayloads(file string, pc converter.PayloadCodec) error {
 		return ke
 	}
 	return nil
+}
+
+// writePrivate writes a file only its owner may read (mode 0600, an
+// existing file's mode too).
+func writePrivate(name string, b []byte) error {
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(name, 0o600)
 }
