@@ -3,7 +3,9 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -66,7 +68,11 @@ func (r *run) registerHandlers(ctx wf.Context) error {
 func (r *run) checkHooks(in HooksInput) error {
 	for _, name := range slices.Concat(in.Install, in.Remove) {
 		if _, ok := r.cfg.Hooks[name]; !ok {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no hook named %q on this worker", name), activities.ErrUnknownHook, nil)
+			has := "it has none"
+			if len(r.cfg.Hooks) > 0 {
+				has = "its hooks: " + strings.Join(slices.Sorted(maps.Keys(r.cfg.Hooks)), ", ")
+			}
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no hook named %q on this worker (%s)", name, has), activities.ErrUnknownHook, nil)
 		}
 	}
 	return nil

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -131,7 +133,7 @@ func (e *env) dev(args []string) error {
 	}
 	defer set.Close()
 	stop, err := s.startWorker(DevTaskQueue, tworker.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model()}})
+		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model(), demo.SupportModelName: demo.SupportModel()}})
 	if err != nil {
 		return err
 	}
@@ -146,7 +148,19 @@ func (e *env) dev(args []string) error {
 			fmt.Fprintf(e.stdout, "codec server for the UI: %s\n", codecURL)
 		}
 	}
-	fmt.Fprintf(e.stdout, "tulip worker on task queue %q with the demo toolbox, demo hooks and model \"demo\"\n", DevTaskQueue)
+	fmt.Fprintf(e.stdout, "tulip worker on task queue %q:\n", DevTaskQueue)
+	fmt.Fprintf(e.stdout, "  models: %q acts on the message's words (%s); \"demo\" plays the scripted refund story, whatever the message\n",
+		demo.SupportModelName, demo.SupportKeywords)
+	var idem, other []string
+	for _, t := range tb.Tools() {
+		if t.Spec().Idempotent {
+			idem = append(idem, t.Spec().Name)
+		} else {
+			other = append(other, t.Spec().Name)
+		}
+	}
+	fmt.Fprintf(e.stdout, "  tools served on repeat (idempotent): %s; run every time: %s\n", strings.Join(idem, ", "), strings.Join(other, ", "))
+	fmt.Fprintf(e.stdout, "  hooks: %s (give them in the run input's \"hooks\")\n", strings.Join(slices.Sorted(maps.Keys(demo.Hooks())), ", "))
 	for _, ts := range toolsets(set) {
 		fmt.Fprintf(e.stdout, "MCP server %q: its tools are the worker's too ('tulip mcp tools' shows them)\n", ts.Name())
 	}
