@@ -360,3 +360,40 @@ func TestCLIPrivateFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "even over a file that was 0644")
 }
+
+// Replaying an encrypted thread whose large payloads are in a blob store,
+// through the library: a history exported decrypted still needs the key
+// (its blobs stay ciphertext), and without it ReplayHistories names the
+// key before any replay; with the worker's key file and blob store
+// (ReplayOptions.Keys, Blobs) it replays. 'tulip history' without the key
+// refuses in one line instead of writing ciphertext in silence.
+func TestReplayEncryptedBlobHistory(t *testing.T) {
+	blobs, err := blobstore.NewDir(t.TempDir())
+	require.NoError(t, err)
+	k1 := codec.Key{ID: "k1", Secret: bytes.Repeat([]byte{1}, 32)}
+	keyPath := keyFile(t, k1)
+	c := encryptedClient(t, server.Address(), keyPath, blobs)
+	tb := demo.NewToolbox()
+	big := scenario.Run{Turns: []scenario.Turn{turn(call("a1", "audit_append", fmt.Sprintf(`{"note": %q}`, strings.Repeat("z", 100<<10))))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": big.Model()}, func(o *tworker.Options) { o.PayloadLimit = -1 })
+	h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	require.NoError(t, err)
+
+	file := filepath.Join(t.TempDir(), "h.json")
+	_, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", file, "--address", server.Address(), "--codec-key-file", keyPath)
+	require.Equal(t, 0, code, stderr)
+	keys, err := codec.LoadKeyFile(keyPath)
+	require.NoError(t, err)
+	opts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
+
+	err = tworker.ReplayHistories(opts, tworker.ReplayOptions{Blobs: blobs}, file)
+	var ke *codec.KeyError
+	require.ErrorAs(t, err, &ke, "the blob is ciphertext: %v", err)
+	assert.Equal(t, file+`: replay failed: payload is encrypted with key "k1": give the key file (--codec-key-file or TULIP_CODEC_KEY_FILE)`, err.Error())
+	assert.NoError(t, tworker.ReplayHistories(opts, tworker.ReplayOptions{Keys: keys, Blobs: blobs}, file))
+
+	stdout, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", filepath.Join(t.TempDir(), "x.json"), "--address", server.Address())
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, `tulip: history of `+h.WorkflowID+`: payload is encrypted with key "k1": give the key file (--codec-key-file or TULIP_CODEC_KEY_FILE) (or --encoded to write it as stored)`, strings.TrimSpace(stderr))
+}

@@ -181,6 +181,14 @@ func NewInterceptor() sdkinterceptor.WorkerInterceptor { return interceptor.New(
 // NewPlugin returns a worker plugin that registers everything on workers and
 // on workflow replayers, and installs the dedup interceptor on both.
 func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
+	return newPlugin(opts)
+}
+
+// newPlugin is NewPlugin with interceptors whose workflow outbound calls
+// come before (outside) the dedup interceptor's: they see every tool call,
+// served ones too. (The SDK chains outbound interceptors last-listed
+// first.)
+func newPlugin(opts Options, outer ...sdkinterceptor.WorkerInterceptor) (*temporal.SimplePlugin, error) {
 	if _, err := workflow.New(opts.config()); err != nil {
 		return nil, err // validate up front, not at worker start
 	}
@@ -190,7 +198,7 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 	registered := map[string]bool{}
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
-		WorkerInterceptors: []sdkinterceptor.WorkerInterceptor{interceptor.New()},
+		WorkerInterceptors: append([]sdkinterceptor.WorkerInterceptor{interceptor.New()}, outer...),
 		ConfigureWorker: func(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
 			// A stopping worker lets in-flight tool and model calls finish.
 			if o.WorkerOptions.WorkerStopTimeout == 0 {

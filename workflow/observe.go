@@ -134,7 +134,10 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 		return
 	}
 	mh := wf.GetMetricsHandler(ctx)
-	tags := map[string]string{"tool": l.Tool, "agent": r.in.Agent, "outcome": string(l.Outcome), "relation": string(l.Relation)}
+	tags := map[string]string{"tool": l.Tool, "agent": r.in.Agent, "outcome": string(l.Outcome)}
+	if l.Relation != "" {
+		tags["relation"] = string(l.Relation) // served calls only: no empty tag values
+	}
 	mh.WithTags(tags).Counter(MetricToolCalls).Inc(1)
 	if l.Outcome == OutcomeCached {
 		mh.WithTags(map[string]string{"tool": l.Tool, "agent": r.in.Agent, "relation": string(l.Relation)}).Counter(MetricServedCalls).Inc(1)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +17,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -251,11 +248,18 @@ func (e *env) history(args []string) error {
 		if len(hist.Events) == 0 {
 			return fmt.Errorf("history of %s is empty", fs.Arg(0))
 		}
-		if s.keys != nil && !*encoded {
+		switch {
+		case s.keys != nil && !*encoded:
 			// The file is for people and replay tests: decrypted, as the
 			// Temporal CLI shows histories through a codec.
 			if err := decodeHistory(e.ctx, hist, s.keys); err != nil {
 				return fmt.Errorf("history of %s: %w", fs.Arg(0), err)
+			}
+		case s.keys == nil && !*encoded:
+			// Without the key the file would hold ciphertext while it says
+			// nothing: refuse, naming the key (or write it as stored).
+			if err := tworker.CheckKeys(e.ctx, hist, codec.Detect(), nil); err != nil {
+				return fmt.Errorf("history of %s: %v (or --encoded to write it as stored)", fs.Arg(0), err)
 			}
 		}
 		hists = append([]*historypb.History{hist}, hists...)
@@ -301,24 +305,20 @@ func (e *env) replay(args []string) error {
 	if fs.NArg() == 0 {
 		return usageError{"usage: tulip replay FILE..."}
 	}
-	ro := tworker.ReplayOptions{}
 	keys, err := e.keys(keyFile)
 	if err != nil {
 		return err
 	}
 	// Histories written encrypted (history --encoded, or the server's own
-	// export) and decrypted ones replay alike.
-	ro.Replayer.DataConverter, ro.Replayer.FailureConverter = converters(keys)
-	var pc converter.PayloadCodec = codec.Detect()
-	if keys != nil {
-		pc = keys
-	}
+	// export) and decrypted ones replay alike; a payload encrypted with a
+	// key this process lacks is named before any replay.
+	ro := tworker.ReplayOptions{Keys: keys}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)
 		if err != nil {
 			return err
 		}
-		ro.Replayer.ExternalStorage = blobstore.ExternalStorage(d, 0)
+		ro.Blobs = d
 	}
 	if e.logLevel(slog.LevelError+4) <= slog.LevelDebug {
 		ro.Logger = e.logger() // the SDK's stack traces, on request
@@ -328,11 +328,6 @@ func (e *env) replay(args []string) error {
 		if _, err := os.Stat(f); err != nil {
 			fmt.Fprintf(e.stderr, "tulip: %s: %v\n", f, err)
 			missing++
-			continue
-		}
-		if err := checkPayloads(f, pc); err != nil {
-			fmt.Fprintf(e.stderr, "tulip: %s: %s\n", f, oneLine(err.Error()))
-			failed++
 			continue
 		}
 		if err := tworker.ReplayHistories(ReplayOptions(), ro, f); err != nil {
@@ -431,26 +426,6 @@ func (e *env) resume(args []string) error {
 	h := agent.Handle{WorkflowID: id}
 	final, err := agent.Await(e.ctx, s.client, h, res.InterruptID)
 	return e.report(s.client, h, final, err, c, *db, mf, *asJSON, tb)
-}
-
-// checkPayloads decodes every payload of a history file with pc: an
-// encrypted payload without its key is named here, not as the
-// nondeterminism it would cause in replay.
-func checkPayloads(file string, pc converter.PayloadCodec) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	if err != nil {
-		return nil // ReplayHistories reports a file it cannot read
-	}
-	var ke *codec.KeyError
-	if err := decodeHistory(context.Background(), hist, pc); errors.As(err, &ke) {
-		return ke
-	}
-	return nil
 }
 
 // writePrivate writes a file only its owner may read (mode 0600, an
