@@ -282,7 +282,9 @@ func TestReplayNamesTheTool(t *testing.T) {
 	run := scenario.Run{Turns: []scenario.Turn{turn(call("t1", "create_ticket", `{"title": "x"}`)), turn(call("t2", "create_ticket", `{"title": "x"}`))}}
 	ticket := func(idempotent bool) *activities.Tool {
 		return activities.MustTool(activities.ToolSpec{Name: "create_ticket", Idempotent: idempotent},
-			func(context.Context, map[string]any) (map[string]string, error) { return map[string]string{"id": "T-1"}, nil })
+			func(context.Context, map[string]any) (map[string]string, error) {
+				return map[string]string{"id": "T-1"}, nil
+			})
 	}
 	record := func(idempotent bool) string {
 		tq := taskQueue(t.Name())
