@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -13,11 +14,14 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -133,6 +137,16 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	require.NotNil(t, res.Trace[0].ServedFrom)
 	assert.Equal(t, 0, *res.Trace[0].ServedFrom)
+
+	// 'tulip history --all-runs' writes every run of the thread: the
+	// chain's and the next run; each replays.
+	all := filepath.Join(t.TempDir(), "thread.json")
+	_, stderr, code = runCLI(t, "history", thread, "--all-runs", "-o", all, "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	files, _ = filepath.Glob(strings.TrimSuffix(all, ".json") + "-*.json")
+	require.Len(t, files, chain.ContinuedAsNew+2, stderr)
+	_, stderr, code = runCLI(t, append([]string{"replay"}, files...)...)
+	require.Equal(t, 0, code, stderr)
 }
 
 // Without a blob store, a run whose state is larger than one payload still
@@ -204,4 +218,33 @@ func pad(n int) string {
 		b[i] = 'x'
 	}
 	return string(b)
+}
+
+// Storage settings in one place: the plugin given to a client with External
+// Storage reaches that client's workers and lifts the payload limit, so a
+// 2.5 MB tool result goes to the blob store instead of failing the call.
+func TestPluginOnClientTakesItsStorage(t *testing.T) {
+	big := activities.MustTool(activities.ToolSpec{Name: "big_result", Idempotent: true},
+		func(context.Context, struct{}) (string, error) { return pad(5 << 19), nil })
+	run := scenario.Run{Turns: []scenario.Turn{turn(call("b1", "big_result", "{}"))}}
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": run.Model()}})
+	require.NoError(t, err)
+	blobs := &blobstore.Memory{}
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
+		ExternalStorage: blobstore.ExternalStorage(blobs, 0), Plugins: []client.Plugin{plugin}})
+	require.NoError(t, err)
+	defer c.Close()
+	tq := taskQueue(t.Name())
+	w := sdkworker.New(c, tq, sdkworker.Options{}) // the client's plugin
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	require.NoError(t, err)
+	trace, err := agent.Trace(ctxT(t), c, h, res)
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeExecuted, trace[0].Outcome)
+	assert.Nil(t, trace[0].Error, "no payload limit with the client's blob store")
+	assert.Len(t, trace[0].Result, len(pad(5<<19))+2, "the whole result, read back")
+	n, _ := blobs.Stats()
+	assert.Greater(t, n, 0)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -52,12 +53,12 @@ type Options struct {
 	// changes what the logs hold or how calls match. Zero value:
 	// everything.
 	Conversation activities.ConversationPolicy
-	// PayloadLimit is the largest payload a run writes (its result, its
-	// continue-as-new state); a run that would write more fails at once
-	// with tulip.PayloadTooLarge, and its thread keeps every record. Zero
-	// value: a little under Temporal's 2 MiB. Set -1 when the client
-	// stores large payloads externally (client.Options.ExternalStorage,
-	// see package blobstore).
+	// PayloadLimit is the largest payload a run, a model response or a tool
+	// result may be (tulip.PayloadTooLarge beyond it, before anything is
+	// lost). Zero value: a little under Temporal's 2 MiB; or, when the
+	// plugin is given to the client (client.Options.Plugins) and the client
+	// stores large payloads externally (client.Options.ExternalStorage, see
+	// package blobstore), no limit. -1: no limit.
 	PayloadLimit int
 	// ModelHeartbeatTimeout is how long a model call may go without a
 	// heartbeat (tulip sends them while the model answers) before Temporal
@@ -199,6 +200,17 @@ func newPlugin(opts Options, outer ...sdkinterceptor.WorkerInterceptor) (*tempor
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
 		WorkerInterceptors: append([]sdkinterceptor.WorkerInterceptor{interceptor.New()}, outer...),
+		ConfigureClient: func(_ context.Context, o client.PluginConfigureClientOptions) error {
+			// Given to the client (client.Options.Plugins), the plugin
+			// reaches every worker of that client and sees where its
+			// payloads go: with External Storage, no payload limit.
+			mu.Lock()
+			defer mu.Unlock()
+			if opts.PayloadLimit == 0 && len(o.ClientOptions.ExternalStorage.Drivers) > 0 {
+				opts.PayloadLimit = -1
+			}
+			return nil
+		},
 		ConfigureWorker: func(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
 			// A stopping worker lets in-flight tool and model calls finish.
 			if o.WorkerOptions.WorkerStopTimeout == 0 {

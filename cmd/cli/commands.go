@@ -13,10 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -221,50 +223,44 @@ func (e *env) history(args []string) error {
 	c := e.connFlags(fs)
 	out := fs.String("o", "", "output file")
 	runID := fs.String("run-id", "", "run ID (default: the latest run)")
+	allRuns := fs.Bool("all-runs", false, "every run of the workflow ID (a thread's runs, and their continue-as-new chains), oldest first")
 	encoded := fs.Bool("encoded", false, "with a codec key: write payloads as the server stores them (encrypted) instead of decrypted")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || *out == "" {
-		return usageError{"usage: tulip history WORKFLOW_ID -o FILE [--run-id ID]"}
+	if fs.NArg() != 1 || *out == "" || (*allRuns && *runID != "") {
+		return usageError{"usage: tulip history WORKFLOW_ID -o FILE [--run-id ID | --all-runs]"}
 	}
 	s, err := e.connect(c, false, "")
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	// Every run of the continue-as-new chain, oldest first.
-	var hists []*historypb.History
-	for id := *runID; ; {
-		hist := &historypb.History{}
-		it := s.client.GetWorkflowHistory(e.ctx, fs.Arg(0), id, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
+	id := fs.Arg(0)
+	var hists []*historypb.History // oldest first
+	if *allRuns {
+		runs, err := e.allRuns(s, id)
+		if err != nil {
+			return err
+		}
+		for _, run := range runs {
+			hist, err := e.fetchHistory(s, id, run, *encoded)
 			if err != nil {
-				return fmt.Errorf("history of %s: %v", fs.Arg(0), err)
+				return err
 			}
-			hist.Events = append(hist.Events, ev)
+			hists = append(hists, hist)
 		}
-		if len(hist.Events) == 0 {
-			return fmt.Errorf("history of %s is empty", fs.Arg(0))
-		}
-		switch {
-		case s.keys != nil && !*encoded:
-			// The file is for people and replay tests: decrypted, as the
-			// Temporal CLI shows histories through a codec.
-			if err := decodeHistory(e.ctx, hist, s.keys); err != nil {
-				return fmt.Errorf("history of %s: %w", fs.Arg(0), err)
+	} else {
+		// Every run of the continue-as-new chain.
+		for run := *runID; ; {
+			hist, err := e.fetchHistory(s, id, run, *encoded)
+			if err != nil {
+				return err
 			}
-		case s.keys == nil && !*encoded:
-			// Without the key the file would hold ciphertext while it says
-			// nothing: refuse, naming the key (or write it as stored).
-			if err := tworker.CheckKeys(e.ctx, hist, codec.Detect(), nil); err != nil {
-				return fmt.Errorf("history of %s: %v (or --encoded to write it as stored)", fs.Arg(0), err)
+			hists = append([]*historypb.History{hist}, hists...)
+			if run = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); run == "" {
+				break
 			}
-		}
-		hists = append([]*historypb.History{hist}, hists...)
-		if id = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); id == "" {
-			break
 		}
 	}
 	for i, hist := range hists {
@@ -283,10 +279,79 @@ func (e *env) history(args []string) error {
 		}
 		e.progress("wrote %d events to %s", len(hist.Events), name)
 	}
-	if len(hists) > 1 {
+	switch {
+	case *allRuns:
+		e.progress("%d runs of %s: one file per run, oldest first", len(hists), id)
+	case len(hists) > 1:
 		e.progress("the run continued as new %d times: one file per run, oldest first", len(hists)-1)
 	}
 	return nil
+}
+
+// fetchHistory is one run's history, decrypted with the session's keys
+// (unless encoded); without keys, a payload encrypted with one is refused
+// by name rather than written as ciphertext.
+func (e *env) fetchHistory(s *session, workflowID, runID string, encoded bool) (*historypb.History, error) {
+	hist := &historypb.History{}
+	it := s.client.GetWorkflowHistory(e.ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %v", workflowID, err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	if len(hist.Events) == 0 {
+		return nil, fmt.Errorf("history of %s is empty", workflowID)
+	}
+	switch {
+	case s.keys != nil && !encoded:
+		// The file is for people and replay tests: decrypted, as the
+		// Temporal CLI shows histories through a codec.
+		if err := decodeHistory(e.ctx, hist, s.keys); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", workflowID, err)
+		}
+	case s.keys == nil && !encoded:
+		// Without the key the file would hold ciphertext while it says
+		// nothing: refuse, naming the key (or write it as stored).
+		if err := tworker.CheckKeys(e.ctx, hist, codec.Detect(), nil); err != nil {
+			return nil, fmt.Errorf("history of %s: %v (or --encoded to write it as stored)", workflowID, err)
+		}
+	}
+	return hist, nil
+}
+
+// allRuns lists every run of a workflow ID, oldest first (the visibility
+// store: a run closed a moment ago may be missing).
+func (e *env) allRuns(s *session, workflowID string) ([]string, error) {
+	type run struct {
+		id    string
+		start time.Time
+	}
+	var found []run
+	var token []byte
+	for {
+		resp, err := s.client.ListWorkflow(e.ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = %q", workflowID), PageSize: 100, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("runs of %s: %v", workflowID, err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			found = append(found, run{ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()})
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("no runs of %s", workflowID)
+	}
+	slices.SortFunc(found, func(a, b run) int { return a.start.Compare(b.start) })
+	out := make([]string, len(found))
+	for i, r := range found {
+		out[i] = r.id
+	}
+	return out, nil
 }
 
 // ReplayOptions is the worker configuration replay uses: the demo toolbox
