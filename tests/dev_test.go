@@ -227,7 +227,7 @@ func TestCLIDevMetrics(t *testing.T) {
 	}
 	for _, want := range []string{"tulip_tool_calls_total", "tulip_served_calls_total", "tulip_tool_latency_seconds_bucket",
 		"tulip_model_latency_seconds_bucket", "tulip_model_turn_latency_seconds_bucket", "tulip_interrupts_opened_total",
-		"tulip_interrupts_resumed_total", "tulip_continued_as_new_total", "tulip_state_bytes"} {
+		"tulip_interrupts_resumed_total", "tulip_continued_as_new_total", "tulip_state_bytes", "tulip_near_misses_total"} {
 		assert.True(t, names[want], "%s in %v", want, names)
 	}
 	assert.NotRegexp(t, `(?m)^tulip_[^{]*\{[^}]*=""`, text, "no empty tag values")

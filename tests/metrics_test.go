@@ -38,7 +38,7 @@ func newMemMetrics() *memMetrics {
 func (m *memMetrics) key(name string) string {
 	var parts []string
 	for k, v := range m.tags {
-		if v != "" && (k == "tool" || k == "outcome" || k == "relation" || k == "kind" || k == "hook") {
+		if v != "" && (k == "tool" || k == "outcome" || k == "relation" || k == "kind" || k == "hook" || k == "reason") {
 			parts = append(parts, k+"="+v)
 		}
 	}
@@ -117,7 +117,11 @@ func TestMetricsCountDecisions(t *testing.T) {
 	}
 	want := map[string]int64{}
 	served := int64(0)
+	nearMisses := map[string]int64{}
 	for _, l := range trace {
+		if l.NearMiss != nil {
+			nearMisses[workflow.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
+		}
 		parts := []string{"outcome=" + string(l.Outcome)}
 		if l.Relation != "" {
 			parts = append(parts, "relation="+string(l.Relation))
@@ -136,8 +140,10 @@ func TestMetricsCountDecisions(t *testing.T) {
 			gotServed += v
 		}
 		assert.Equal(t, served, gotServed, "%s: side effects prevented", when)
+		assert.Equal(t, nearMisses, mm.withPrefix(workflow.MetricNearMisses+"{"), "%s: near misses", when)
 	}
 	check("after the runs")
+	assert.Equal(t, int64(1), nearMisses[workflow.MetricNearMisses+"{reason=not_idempotent,tool=mint_case_id}"], "the second mint ran: not idempotent")
 	assert.Equal(t, int64(4), served)
 	assert.Equal(t, int64(tb.Invocations()["issue_refund"]), mm.get(activities.MetricToolLatency+"{outcome=ok,tool=issue_refund}"), "one timing per body attempt")
 	assert.Greater(t, mm.get(workflow.MetricModelTurnLatency+"{}"), int64(0))
@@ -189,6 +195,15 @@ func TestTracingSpans(t *testing.T) {
 	assert.Equal(t, "earlier_turn", attrs["tulip.relation"])
 	assert.Equal(t, "0", attrs["tulip.served_from"])
 	assert.Len(t, attrs["tulip.key_hash"], 16)
+	var nearMiss []string // the second mint_case_id ran again: not idempotent
+	for _, s := range exp.GetSpans() {
+		for _, a := range s.Attributes {
+			if a.Key == "tulip.near_miss.reason" {
+				nearMiss = append(nearMiss, a.Value.AsString())
+			}
+		}
+	}
+	assert.Equal(t, []string{"not_idempotent"}, nearMiss)
 	for _, s := range exp.GetSpans() {
 		for _, a := range s.Attributes {
 			assert.NotContains(t, a.Value.Emit(), "ord-4821", "no arguments or results in spans")
@@ -287,6 +302,9 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 		want[workflow.MetricToolCalls+"{"+strings.Join(parts, ",")+"}"]++
 		if l.Outcome == workflow.OutcomeCached {
 			want[workflow.MetricServedCalls+"{relation="+string(l.Relation)+",tool="+l.Tool+"}"]++
+		}
+		if l.NearMiss != nil {
+			want[workflow.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
 		}
 	}
 	for tool, n := range tb.Invocations() {

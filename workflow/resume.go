@@ -179,6 +179,7 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 	}
 	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
 	r.status = StatusInterrupted
+	r.showDetails(ctx)
 	// Publish the interrupt durably (runs recorded before this change
 	// replay without the memo).
 	memo := wf.GetVersion(ctx, "tulip-interrupt-memo", wf.DefaultVersion, 1) == 1
@@ -219,7 +220,7 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 			continue
 		}
 		// A dangling call runs without matching and is never recorded.
-		st := r.launch(ctx, tool, call, args, r.log.Response(), false, false)
+		st := r.launch(ctx, tool, call, args, nil, r.log.Response(), false, false)
 		st.line.Outcome = OutcomeDangling
 		steps = r.enqueue(ctx, steps, st)
 	}

@@ -197,6 +197,7 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 		return r.fail(ctx, err)
 	}
 	r.status = StatusCompleted
+	r.showDetails(ctx)
 	res := r.view()
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return RunResult{}, err
@@ -290,6 +291,7 @@ func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
 		errType, msg = appErr.Type(), appErr.Message()
 	}
 	r.failure = msg
+	r.showDetails(ctx)
 	res := r.view()
 	if !r.ready {
 		// The run never had its thread's state: its details hold no state

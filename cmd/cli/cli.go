@@ -38,6 +38,8 @@ Usage:
                                         run the support agent against an OpenAI-compatible model
   tulip inspect THREAD [--agent A] [--json]
                                         print a thread's execution log
+  tulip explain THREAD CALL_ID [--agent A] [--json]
+                                        why a call ran again: its tool's records, nearest first
   tulip history WORKFLOW_ID -o FILE     export a run's history as JSON
   tulip replay FILE...                  replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
@@ -91,6 +93,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.chat(args[1:])
 	case "inspect":
 		err = e.inspect(args[1:])
+	case "explain":
+		err = e.explain(args[1:])
 	case "history":
 		err = e.history(args[1:])
 	case "replay":
@@ -188,7 +192,7 @@ func (e *env) flags(name string) *flagSet {
 
 // helpArgs are the positional arguments each command takes, for --help.
 var helpArgs = map[string]string{
-	"inspect": " THREAD", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
+	"inspect": " THREAD", "explain": " THREAD CALL_ID", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
 }
 
 func parse(fs *flagSet, args []string) error {
