@@ -35,6 +35,9 @@ after(async () => {
   await connection?.close();
 });
 
+// Each test's bound: a hung wait fails it rather than the whole run.
+const bound = { timeout: 30_000 };
+
 const thread = (name: string) => `ts-${name}-${randomBytes(4).toString('hex')}`;
 
 /** The run input as its history holds it (what the client sent). */
@@ -48,7 +51,7 @@ async function sentInput(workflowId: string, runId: string): Promise<RunInput> {
 const outcomes = (r: RunResult) => r.trace.map((l) => `${l.tool}:${l.outcome}`);
 
 describe('threads', () => {
-  test('a thread continued twice serves the refund from its log', async () => {
+  test('a thread continued twice serves the refund from its log', bound, async () => {
     const id = thread('refund');
     const first = await continueThread(client, id, { model: 'support', message: 'refund ord-77' }, { taskQueue });
     const r1 = await awaitRun(client, first);
@@ -73,7 +76,7 @@ describe('threads', () => {
     assert.equal((log[2].result as { refund_id: string }).refund_id, (log[0].result as { refund_id: string }).refund_id);
   });
 
-  test('threadLog reads thin records and results held by reference in full', async () => {
+  test('threadLog reads thin records and results held by reference in full', bound, async () => {
     const id = thread('big');
     const order = `ord-${'x'.repeat(600)}`; // a receipt over 512 bytes: its result goes by reference too
     const filler = ' .'.repeat(150_000); // a state over 256 KiB goes by reference
@@ -102,7 +105,7 @@ describe('threads', () => {
     assert.equal((log[1].result as { order_id: string }).order_id, order);
   });
 
-  test('threadLog steps over a run refused before it had the thread', async () => {
+  test('threadLog steps over a run refused before it had the thread', bound, async () => {
     const id = thread('refused');
     const first = await continueThread(client, id, { model: 'support', message: 'refund ord-5' }, { taskQueue });
     await awaitRun(client, first);
@@ -122,7 +125,7 @@ describe('threads', () => {
 describe('interrupts', () => {
   const isolate = { model: 'support', message: 'isolate web-1', hooks: ['approve_isolate_host'] };
 
-  test('an interrupt, then a resume by update', async () => {
+  test('an interrupt, then a resume by update', bound, async () => {
     const id = thread('ops');
     const run = await continueThread(client, id, isolate, { taskQueue });
     const st = await awaitRun(client, run);
@@ -150,7 +153,29 @@ describe('interrupts', () => {
     await assert.rejects(resume(client, id, { interrupt_id: 'int-1', answer: 'approved' }), NotInterruptedError);
   });
 
-  test('an interrupt, then a resume by signal', async () => {
+  test('a run that continues as new is followed: its next interrupt, its result', bound, async () => {
+    const id = thread('ops-chain');
+    // One turn per workflow run: the run continues as new after each.
+    const run = await continueThread(client, id, { ...isolate, continue_after_turns: 1 }, { taskQueue });
+    const first = await awaitRun(client, run);
+    assert.equal(first.interrupt?.id, 'int-1');
+    // The answer is the next user message: the model isolates again, in
+    // the run the first one continued as.
+    await resume(client, id, { interrupt_id: 'int-1', answer: 'isolate web-9', perform_dangling: true });
+    const second = await awaitRun(client, run, { skipInterrupt: 'int-1' });
+    assert.equal(second.status, 'interrupted');
+    assert.equal(second.interrupt?.id, 'int-2');
+    assert.deepEqual(JSON.parse(second.interrupt?.held[0].arguments ?? ''), { host: 'web-9' });
+    assert.ok((second.continued_as_new ?? 0) >= 1, 'the second interrupt is in a continued run');
+    const desc = await client.workflow.getHandle(id).describe();
+    assert.notEqual(desc.runId, run.runId);
+    await resume(client, id, { answer: 'approved', perform_dangling: true });
+    const done = await awaitRun(client, run, { skipInterrupt: 'int-2' });
+    assert.equal(done.status, 'completed');
+    assert.deepEqual(outcomes(done), ['isolate_host:held', 'isolate_host:dangling', 'isolate_host:held', 'isolate_host:dangling']);
+  });
+
+  test('an interrupt, then a resume by signal', bound, async () => {
     const id = thread('ops-signal');
     const run = await continueThread(client, id, isolate, { taskQueue });
     const st = await awaitRun(client, run);
@@ -163,7 +188,7 @@ describe('interrupts', () => {
 });
 
 describe('failures', () => {
-  test('a misspelled field fails the run with tulip.BadInput naming every unknown field', async () => {
+  test('a misspelled field fails the run with tulip.BadInput naming every unknown field', bound, async () => {
     const run = await startRun(client, { model: 'support', threadId: 'x', maxTurns: 3 } as unknown as RunInput, { taskQueue });
     const err = await awaitRun(client, run).then(() => assert.fail('the run completed'), (e: unknown) => e);
     assert.ok(err instanceof TulipError, String(err));
@@ -173,7 +198,7 @@ describe('failures', () => {
     assert.deepEqual(err.details?.trace, []);
   });
 
-  test('a run that reaches max_turns fails with its trace in the details', async () => {
+  test('a run that reaches max_turns fails with its trace in the details', bound, async () => {
     const run = await continueThread(client, thread('turns'), { model: 'support', message: 'refund ord-6', max_turns: 1 }, { taskQueue });
     const err = await awaitRun(client, run).then(() => assert.fail('the run completed'), (e: unknown) => e);
     assert.ok(err instanceof TulipError, String(err));
