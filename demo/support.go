@@ -14,12 +14,12 @@ import (
 const SupportModelName = "support"
 
 // SupportKeywords says what SupportModel does with a message, for docs and
-// start-up lines.
+// start-up lines ("refund order ord-N" and "lookup order ord-N" work too).
 const SupportKeywords = `"refund ord-N [AMOUNT]", "lookup ord-N", "isolate HOST", "page CASE", "deploy SERVICE VERSION", "mint"`
 
 var (
-	refundRe = regexp.MustCompile(`(?i)\brefund\s+(ord-[\w-]+)(?:\s+(\d+(?:\.\d+)?))?`)
-	lookupRe = regexp.MustCompile(`(?i)\blookup\s+(ord-[\w-]+)`)
+	refundRe = regexp.MustCompile(`(?i)\brefund\s+(?:order\s+)?(ord-[\w-]+)(?:\s+(\d+(?:\.\d+)?))?`)
+	lookupRe = regexp.MustCompile(`(?i)\blookup\s+(?:order\s+)?(ord-[\w-]+)`)
 	isolate  = regexp.MustCompile(`(?i)\bisolate\s+([\w.-]+)`)
 	pageRe   = regexp.MustCompile(`(?i)\bpage\s+([\w.-]+)`)
 	deployRe = regexp.MustCompile(`(?i)\bdeploy\s+([\w.-]+)\s+([\w.-]+)`)

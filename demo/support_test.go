@@ -27,6 +27,12 @@ func TestSupportModel(t *testing.T) {
 	assert.Equal(t, `{"amount":120.0,"order_id":"ord-4821"}`, args[0])
 	assert.Equal(t, `{"host":"web-1"}`, args[1])
 
+	// "order" may come between the verb and the order id.
+	resp = ask(user("Please refund order ord-4821, then lookup order ord-4821"))
+	require.Len(t, resp.ToolCalls, 2)
+	assert.Equal(t, `{"amount":120.0,"order_id":"ord-4821"}`, resp.ToolCalls[0].Arguments)
+	assert.Equal(t, `{"order_id":"ord-4821"}`, resp.ToolCalls[1].Arguments)
+
 	resp = ask(user("refund ord-7 55.5"))
 	assert.Equal(t, `{"amount":55.5,"order_id":"ord-7"}`, resp.ToolCalls[0].Arguments)
 
