@@ -81,6 +81,125 @@ export interface Message {
 }
 
 /**
+ * On a call whose body ran although its tool already had records in the agent's log: the nearest record and why it did not serve the call (docs/rules.md, Why did it run again?). Absent when the tool had no earlier record.
+ */
+export interface NearMiss {
+  /**
+   * The nearest record's seq.
+   */
+  record: number;
+  /**
+   * The nearest record's call.
+   */
+  call_id: string;
+  /**
+   * arguments: the values differ from every record of the tool (differences says where, against the nearest); not_idempotent: a record with equal arguments exists but the tool is not idempotent; after_resume: a record with equal arguments exists but the run was resumed (or the call was held and performed), which turns matching off; same_response: an earlier call of the same response has equal values but another sorted-key JSON (120 and 120.0); hook: the call as the model sent it equals the record, but a hook rewrote it.
+   */
+  reason: 'arguments' | 'not_idempotent' | 'after_resume' | 'same_response' | 'hook';
+  /**
+   * For arguments and hook: the first places the arguments differ by the value model (120 and 120.0 never do). Empty when the nearest record is thin (its values are held by another run).
+   *
+   * @maxItems 3
+   */
+  differences?:
+    | []
+    | [
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        }
+      ]
+    | [
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        },
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        }
+      ]
+    | [
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        },
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        },
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        }
+      ];
+  /**
+   * How many values differ in all (differences lists at most 3).
+   */
+  distance?: number;
+}
+
+/**
  * The tulip.page query's argument.
  */
 export interface PageRequest {
@@ -153,6 +272,7 @@ export interface LogRecord {
    * The result is the content of this message of the thread's conversation (a result too large to carry, or served from one).
    */
   result_in?: number;
+  near_miss?: NearMiss;
 }
 
 /**
@@ -337,4 +457,5 @@ export interface TraceLine {
    * With a null result: the result is the content of this message of the thread's conversation (a call served from a record whose result another run holds).
    */
   result_in?: number;
+  near_miss?: NearMiss;
 }
