@@ -55,6 +55,10 @@ type RunOptions struct {
 	// ContinueAfterBytes continues the run as new once its history is this
 	// large. Zero value: 8 MiB.
 	ContinueAfterBytes int
+	// Stream chooses what the run streams (Temporal's Workflow Streams;
+	// streams.Subscribe reads it). Zero value: every decision, and each
+	// answer once the model returns.
+	Stream *workflow.StreamOptions
 	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
 	WorkflowExecutionTimeout time.Duration
 	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
@@ -137,7 +141,7 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 	}
 	in := workflow.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
-		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes}
+		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream}
 	id := opts.WorkflowID
 	if opts.ThreadID != "" {
 		id = opts.ThreadID

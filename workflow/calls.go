@@ -67,6 +67,7 @@ func (r *run) appendLine(ctx wf.Context, l TraceLine, msg int) {
 	r.trace = append(r.trace, l)
 	r.traceMsg = append(r.traceMsg, msg)
 	r.observeLine(ctx, l)
+	r.publishLine(l)
 }
 
 func errText(s string) *string { return &s }
