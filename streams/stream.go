@@ -22,7 +22,8 @@ type Options struct {
 	// CarryBytes bounds the items handed to the next run by continue-as-new:
 	// the items every subscriber that polled within ReadWindow has read
 	// are left behind, and of the rest at most CarryBytes of the newest go.
-	// Zero: 256 KiB.
+	// When no subscriber polled within ReadWindow, none go: a stream nobody
+	// reads adds nothing to the next run's input. Zero: 256 KiB.
 	CarryBytes int
 	// ReadWindow: a subscriber that polled within it counts as reading
 	// (above). Zero: 1 minute.
@@ -316,9 +317,9 @@ func (s *Stream) Drain(ctx workflow.Context) error {
 func (s *Stream) Draining() bool { return s.draining }
 
 // State is what the next run needs, after Drain: the items not yet read
-// by every subscriber that polled within ReadWindow (all of them when none
-// did), at most CarryBytes of the newest, and the publishers seen within
-// PublisherTTL.
+// by every subscriber that polled within ReadWindow (none when no
+// subscriber did), at most CarryBytes of the newest, and the publishers
+// seen within PublisherTTL. Offsets go on from the same number either way.
 func (s *Stream) State() (*State, error) {
 	if !s.draining {
 		return nil, errors.New("streams: State before Drain")
@@ -329,6 +330,9 @@ func (s *Stream) State() (*State, error) {
 		if now.Sub(m.at) <= s.opts.ReadWindow && (read < 0 || m.upTo < read) {
 			read = m.upTo
 		}
+	}
+	if read < 0 { // nobody reads: carry no items
+		read = s.Offset()
 	}
 	if read > s.base {
 		s.drop(int(min(read, s.Offset()) - s.base))

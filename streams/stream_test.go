@@ -232,10 +232,17 @@ func TestStateCarriesWhatReadersHaveNotRead(t *testing.T) {
 	require.Len(t, st.Readers, 1)
 	assert.Equal(t, int64(3), st.Readers[0].UpTo)
 
-	// CarryBytes keeps only the newest when nobody reads.
+	// Nobody reads: no items go on, and offsets go on from 5.
+	h = newHarness(t)
+	st = h.run(harnessInput{Publish: []string{"t=0", "t=1", "t=2", "t=3", "t=4"}}, time.Second)
+	assert.Equal(t, int64(5), st.BaseOffset)
+	assert.Empty(t, st.Log)
+
+	// CarryBytes keeps only the newest of what a reader has not read.
 	one, err := Encode("0")
 	require.NoError(t, err)
 	h = newHarness(t)
+	h.poll(500*time.Millisecond, PollInput{}) // a reader, at the start
 	st = h.run(harnessInput{Opts: Options{CarryBytes: 2*(len(one)+1) + 1}, Publish: []string{"t=0", "t=1", "t=2", "t=3", "t=4"}}, time.Second)
 	assert.Equal(t, int64(3), st.BaseOffset)
 	assert.Equal(t, []string{"3:t=3", "4:t=4"}, values(t, withOffsets(st)))

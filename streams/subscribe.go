@@ -83,6 +83,7 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 			}
 			var appErr *temporal.ApplicationError
 			var nf *serviceerror.NotFound
+			var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
 			switch {
 			case errors.As(err, &appErr) && appErr.Type() == ErrTruncatedOffset:
 				offset = 0
@@ -92,7 +93,11 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 					return err
 				}
 				continue
-			case errors.As(err, &appErr) && appErr.Type() == ErrAcceptedUpdateCompletedWorkflow, errors.As(err, &nf):
+			case errors.As(err, &appErr) && appErr.Type() == ErrAcceptedUpdateCompletedWorkflow, errors.As(err, &nf),
+				// The client's call gave up waiting (its own deadline, not
+				// ctx's): a poll left waiting long, or one that reached
+				// the run as it continued as new. Where is the run now?
+				errors.As(err, &waited):
 				next, err := nextRun(ctx, c, workflowID, run)
 				if err != nil || next == "" {
 					return err

@@ -100,6 +100,7 @@ func BenchmarkStreamHistory(b *testing.B) {
 	}
 	for b.Loop() {
 		events, size, runs, largest := map[string]int{}, map[string]int{}, map[string]int{}, map[string]float64{}
+		gap := map[string]time.Duration{} // the longest wait for a subscriber's next item
 		for _, arm := range arms {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			h, err := agent.Start(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: turns + 1, Stream: arm.stream})
@@ -107,8 +108,13 @@ func BenchmarkStreamHistory(b *testing.B) {
 			items := make(chan int, 1)
 			if arm.read {
 				go func() {
-					n := 0
-					err := streams.Subscribe(ctx, c, h.WorkflowID, streams.SubscribeOptions{RunID: h.RunID}, func(streams.Item) error { n++; return nil })
+					n, last := 0, time.Now()
+					err := streams.Subscribe(ctx, c, h.WorkflowID, streams.SubscribeOptions{RunID: h.RunID}, func(streams.Item) error {
+						n++
+						gap[arm.name] = max(gap[arm.name], time.Since(last))
+						last = time.Now()
+						return nil
+					})
 					if err != nil {
 						b.Errorf("%s: subscribe: %v", arm.name, err)
 					}
@@ -144,6 +150,9 @@ func BenchmarkStreamHistory(b *testing.B) {
 			b.ReportMetric(float64(events[arm.name]), "events-"+arm.name)
 			b.ReportMetric(float64(runs[arm.name]), "runs-"+arm.name)
 			b.ReportMetric(largest[arm.name], "largest/first-run-bytes-"+arm.name)
+			if arm.read {
+				b.ReportMetric(gap[arm.name].Seconds(), "max-gap-s-"+arm.name)
+			}
 			if arm.name != "off" {
 				b.ReportMetric(float64(events[arm.name])/float64(events["off"]), "events-"+arm.name+"/off")
 				b.ReportMetric(float64(size[arm.name])/float64(size["off"]), "bytes-"+arm.name+"/off")
