@@ -77,6 +77,13 @@ type RunInput struct {
 	// PreviousRunID is an optional hint: the thread's last closed run,
 	// when the client knows it (the Go client fills it).
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// NewThread says the thread has no earlier run: the client found no
+	// run under the workflow ID and started this one with the reuse
+	// policy REJECT_DUPLICATE, so the server guarantees it (the Go client
+	// does). The run then loads nothing and does not wait out the
+	// visibility store's lag. A run started otherwise must leave it unset:
+	// a thread that had runs would start empty.
+	NewThread bool `json:"new_thread,omitempty"`
 	// Message is the user's message.
 	Message string `json:"message,omitempty"`
 	// Model names a model registered on the worker. Required.

@@ -370,6 +370,10 @@ export interface RunInput {
    */
   previous_run_id?: string;
   /**
+   * The thread has no earlier run: set only when a describe of the workflow ID found none and this run was started with the reuse policy REJECT_DUPLICATE (the server then guarantees it). The run loads nothing and does not wait out the visibility lag; set otherwise, a thread that had runs would start empty.
+   */
+  new_thread?: boolean;
+  /**
    * The user's message.
    */
   message?: string;
