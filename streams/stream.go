@@ -69,6 +69,7 @@ type Stream struct {
 	parked   map[int]int64 // waiting polls: the offset each waits for
 	nextPoll int           // ids of parked
 	marks    []readMark    // recent polls: what their subscribers had read
+	lazy     map[int64]any // items of PublishLazy not encoded yet, by offset
 	ch       workflow.ReceiveChannel
 	now      func() time.Time
 }
@@ -84,7 +85,7 @@ type readMark struct {
 // the workflow's first blocking call) and returns it, holding prior (a
 // continued run's State) when there is one.
 func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
-	s := &Stream{opts: opts.withDefaults(), seqs: map[string]int64{}, seen: map[string]float64{}, parked: map[int]int64{},
+	s := &Stream{opts: opts.withDefaults(), seqs: map[string]int64{}, seen: map[string]float64{}, parked: map[int]int64{}, lazy: map[int64]any{},
 		now: func() time.Time { return workflow.Now(ctx) }}
 	if prior != nil {
 		for i, it := range prior.Log {
@@ -160,6 +161,44 @@ func (s *Stream) Publish(topic string, value any) error {
 	return nil
 }
 
+// PublishLazy is Publish for a value the default converter can encode
+// (JSON): it is encoded only when a subscriber polls (or the stream is
+// handed over), so a stream nobody reads costs no encoding, on replay
+// either. Offsets and truncation are what Publish gives. A value that
+// then fails to encode is published as {"error": "..."}.
+func (s *Stream) PublishLazy(topic string, value any) {
+	s.log = append(s.log, WireItem{Topic: topic, Offset: s.Offset()})
+	s.lazy[s.log[len(s.log)-1].Offset] = value
+	for len(s.log) > 1 && len(s.log) > s.opts.MaxItems {
+		s.drop(1)
+	}
+}
+
+// encodeLazy encodes the items PublishLazy left, then truncates by
+// MaxBytes: what eager encoding would have kept (the newest items within
+// both bounds).
+func (s *Stream) encodeLazy() {
+	if len(s.lazy) == 0 {
+		return
+	}
+	for i := range s.log {
+		v, ok := s.lazy[s.log[i].Offset]
+		if !ok {
+			continue
+		}
+		data, err := Encode(v)
+		if err != nil {
+			data, _ = Encode(map[string]string{"error": err.Error()})
+		}
+		s.log[i].Data = data
+		s.bytes += itemSize(s.log[i])
+		delete(s.lazy, s.log[i].Offset)
+	}
+	for len(s.log) > 1 && s.bytes > s.opts.MaxBytes {
+		s.drop(1)
+	}
+}
+
 func itemSize(it WireItem) int { return len(it.Data) + len(it.Topic) }
 
 func (s *Stream) append(it WireItem) {
@@ -173,6 +212,10 @@ func (s *Stream) append(it WireItem) {
 
 func (s *Stream) drop(n int) {
 	for _, it := range s.log[:n] {
+		if _, ok := s.lazy[it.Offset]; ok {
+			delete(s.lazy, it.Offset) // never encoded, never counted
+			continue
+		}
 		s.bytes -= itemSize(it)
 	}
 	s.log = append(s.log[:0:0], s.log[n:]...)
@@ -182,6 +225,7 @@ func (s *Stream) drop(n int) {
 // Truncate discards the items before offset upTo (subscribers asking for
 // them get TruncatedOffset).
 func (s *Stream) Truncate(upTo int64) error {
+	s.encodeLazy()
 	n := upTo - s.base
 	if n <= 0 {
 		return nil
@@ -226,6 +270,7 @@ func (s *Stream) mark(upTo int64) {
 func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) {
 	s.polls++
 	defer func() { s.polls-- }()
+	s.encodeLazy()
 	s.mark(max(in.FromOffset, s.base))
 	if in.FromOffset != 0 && in.FromOffset < s.base {
 		return PollResult{}, s.truncated(in.FromOffset)
@@ -241,6 +286,7 @@ func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) 
 	if err != nil {
 		return PollResult{}, err
 	}
+	s.encodeLazy()
 	from := in.FromOffset - s.base
 	if from < 0 {
 		if in.FromOffset != 0 {
@@ -337,6 +383,7 @@ func (s *Stream) State() (*State, error) {
 	if read > s.base {
 		s.drop(int(min(read, s.Offset()) - s.base))
 	}
+	s.encodeLazy() // only what goes on: items read stay unencoded
 	n := 0
 	for size := 0; n < len(s.log); n++ {
 		it := s.log[len(s.log)-1-n]

@@ -21,6 +21,7 @@ type harnessInput struct {
 	Prior   *State
 	Opts    Options
 	Publish []string // "topic=value"
+	Lazy    bool     // PublishLazy rather than Publish
 }
 
 func harnessWorkflow(ctx workflow.Context, in harnessInput) (*State, error) {
@@ -30,7 +31,9 @@ func harnessWorkflow(ctx workflow.Context, in harnessInput) (*State, error) {
 	}
 	for _, p := range in.Publish {
 		topic, value, _ := strings.Cut(p, "=")
-		if err := s.Publish(topic, value); err != nil {
+		if in.Lazy {
+			s.PublishLazy(topic, value)
+		} else if err := s.Publish(topic, value); err != nil {
 			return nil, err
 		}
 	}
@@ -286,4 +289,34 @@ func TestEncodeRoundTrip(t *testing.T) {
 	assert.Equal(t, "json/plain", string(p.Metadata["encoding"]))
 	_, err = DecodePayload("not base64!")
 	assert.Error(t, err)
+}
+
+// PublishLazy keeps what Publish keeps: the same items at the same
+// offsets, truncated by count and by bytes alike, polled and handed over.
+func TestPublishLazyIsPublish(t *testing.T) {
+	var pub []string
+	for i := range 40 {
+		pub = append(pub, fmt.Sprintf("t=%s", strings.Repeat(fmt.Sprint(i%10), 10+i*7)))
+	}
+	run := func(lazy bool) ([]string, []string, *State) {
+		h := newHarness(t)
+		early := h.poll(time.Second, PollInput{})
+		late := h.poll(time.Second, PollInput{FromOffset: 38})
+		st := h.run(harnessInput{Opts: Options{MaxItems: 25, MaxBytes: 6000, CarryBytes: 1 << 20}, Publish: pub, Lazy: lazy}, 2*time.Second)
+		require.NoError(t, early.err)
+		require.NoError(t, late.err)
+		return values(t, early.res.Items), values(t, late.res.Items), st
+	}
+	e1, l1, s1 := run(false)
+	e2, l2, s2 := run(true)
+	assert.NotEmpty(t, e1)
+	assert.Less(t, len(e1), 25, "truncated by bytes")
+	assert.Equal(t, e1, e2)
+	assert.Equal(t, l1, l2)
+	for _, st := range []*State{s1, s2} { // the test clock starts at the wall clock
+		for i := range st.Readers {
+			st.Readers[i].At = 0
+		}
+	}
+	assert.Equal(t, s1, s2)
 }

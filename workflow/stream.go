@@ -124,7 +124,7 @@ func (r *run) publishLine(l TraceLine) {
 			*v.dst = v.src
 		}
 	}
-	_ = r.stream.Publish(activities.TopicCalls, it)
+	r.stream.PublishLazy(activities.TopicCalls, it)
 }
 
 // publishAnswer publishes the Done item of a model answer: the whole text
@@ -140,7 +140,7 @@ func (r *run) publishAnswer(resp activities.ModelResponse) {
 	} else {
 		it.Delta = resp.Text
 	}
-	_ = r.stream.Publish(activities.TopicText, it)
+	r.stream.PublishLazy(activities.TopicText, it)
 }
 
 // textStream is the model input's TextStream for this run.
