@@ -23,7 +23,10 @@ func (r *run) loop(ctx wf.Context) error {
 	mctx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		HeartbeatTimeout:    hb,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+		RetryPolicy:         retryUntilWindow(),
+		// Attempts end early when a worker dies (heartbeat) or a service
+		// restarts: the window, not a count, bounds them.
+		ScheduleToCloseTimeout: RetryWindow,
 	})
 	// Runs recorded before calls ran at once replay sequentially.
 	r.parallel = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls

@@ -26,8 +26,9 @@ func (r *run) loadCheckpoint(ctx wf.Context) error {
 		return nil // as recorded before runs found their thread themselves
 	}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		StartToCloseTimeout:    time.Minute,
+		RetryPolicy:            retryUntilWindow(),
+		ScheduleToCloseTimeout: RetryWindow,
 	})
 	var cp activities.Checkpoint
 	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
@@ -50,9 +51,10 @@ func (r *run) loadThread(ctx wf.Context) error {
 		return nil
 	}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		HeartbeatTimeout:    10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		StartToCloseTimeout:    time.Minute,
+		HeartbeatTimeout:       10 * time.Second,
+		RetryPolicy:            retryUntilWindow(),
+		ScheduleToCloseTimeout: RetryWindow,
 	})
 	info := wf.GetInfo(ctx)
 	ref := activities.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID,
@@ -165,8 +167,9 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 		return nil
 	}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		StartToCloseTimeout:    30 * time.Second,
+		RetryPolicy:            retryUntilWindow(),
+		ScheduleToCloseTimeout: RetryWindow,
 	})
 	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
 	return wf.ExecuteActivity(actx, activities.SaveCheckpointActivity, ref, cp).Get(ctx, nil)
@@ -188,9 +191,10 @@ func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
 		return err
 	}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		HeartbeatTimeout:    10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		StartToCloseTimeout:    time.Minute,
+		HeartbeatTimeout:       10 * time.Second,
+		RetryPolicy:            retryUntilWindow(),
+		ScheduleToCloseTimeout: RetryWindow,
 	})
 	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
 	return wf.ExecuteActivity(actx, activities.SaveThreadActivity, ref, full).Get(ctx, nil)

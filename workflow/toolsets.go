@@ -5,7 +5,6 @@ import (
 	"maps"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
@@ -26,9 +25,10 @@ func (r *run) listToolsets(ctx wf.Context) wf.Future {
 		return nil
 	}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		HeartbeatTimeout:    10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		StartToCloseTimeout:    time.Minute,
+		HeartbeatTimeout:       10 * time.Second,
+		RetryPolicy:            retryUntilWindow(),
+		ScheduleToCloseTimeout: RetryWindow,
 	})
 	return wf.ExecuteActivity(actx, activities.ListToolsActivity)
 }
