@@ -54,13 +54,19 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 	if topics == nil {
 		topics = []string{}
 	}
-	run, offset := opts.RunID, opts.From
-	if run == "" {
-		desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
-		if err != nil {
-			return fmt.Errorf("streams: subscribe to %s: %w", workflowID, err)
-		}
-		run = desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	offset := opts.From
+	// The chain is pinned by its first run, not by a run: a poll goes to
+	// the chain's current run (a poll that meets a continue-as-new lands
+	// on the next run, which goes on with the same offsets), and never to
+	// a later chain on the same workflow ID (a thread's next run).
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, opts.RunID)
+	if err != nil {
+		return fmt.Errorf("streams: subscribe to %s: %w", workflowID, err)
+	}
+	run := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	first := desc.GetWorkflowExecutionInfo().GetFirstRunId()
+	if first == "" {
+		first = run
 	}
 	pause := func() error {
 		select {
@@ -72,9 +78,12 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 	}
 	for {
 		var res PollResult
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflowID, RunID: run, UpdateName: PollUpdate,
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflowID, FirstExecutionRunID: first, UpdateName: PollUpdate,
 			Args: []any{PollInput{Topics: topics, FromOffset: offset}}, WaitForStage: client.WorkflowUpdateStageAccepted})
 		if err == nil {
+			if r := h.RunID(); r != "" {
+				run = r
+			}
 			err = h.Get(ctx, &res)
 		}
 		if err != nil {
@@ -83,6 +92,7 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 			}
 			var appErr *temporal.ApplicationError
 			var nf *serviceerror.NotFound
+			var pre *serviceerror.FailedPrecondition
 			var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
 			switch {
 			case errors.As(err, &appErr) && appErr.Type() == ErrTruncatedOffset:
@@ -93,21 +103,17 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 					return err
 				}
 				continue
-			case errors.As(err, &appErr) && appErr.Type() == ErrAcceptedUpdateCompletedWorkflow, errors.As(err, &nf),
-				// The client's call gave up waiting (its own deadline, not
-				// ctx's): a poll left waiting long, or one that reached
-				// the run as it continued as new. Where is the run now?
+			case errors.As(err, &appErr) && appErr.Type() == ErrAcceptedUpdateCompletedWorkflow, errors.As(err, &nf), errors.As(err, &pre),
+				// The client's call gave up waiting (its own deadline,
+				// not ctx's): is the chain still open?
 				errors.As(err, &waited):
-				next, err := nextRun(ctx, c, workflowID, run)
-				if err != nil || next == "" {
+				open, err := chainOpen(ctx, c, workflowID, first)
+				if err != nil || !open {
 					return err
 				}
-				if next == run {
-					if err := pause(); err != nil {
-						return err
-					}
+				if err := pause(); err != nil {
+					return err
 				}
-				run = next
 				continue
 			}
 			return fmt.Errorf("streams: poll %s: %w", workflowID, err)
@@ -126,29 +132,14 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 	}
 }
 
-// nextRun is the run a closed run continued as, or "" when it closed
-// otherwise; a run still open is polled again.
-func nextRun(ctx context.Context, c client.Client, workflowID, run string) (string, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, run)
+// chainOpen reports whether the workflow's current run is still open and
+// of the chain that began with run first.
+func chainOpen(ctx context.Context, c client.Client, workflowID, first string) (bool, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
-		return "", fmt.Errorf("streams: describe %s/%s: %w", workflowID, run, err)
+		return false, fmt.Errorf("streams: describe %s: %w", workflowID, err)
 	}
-	switch desc.GetWorkflowExecutionInfo().GetStatus() {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return run, nil
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-	default:
-		return "", nil
-	}
-	it := c.GetWorkflowHistory(ctx, workflowID, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return "", fmt.Errorf("streams: the close event of %s/%s: %w", workflowID, run, err)
-		}
-		if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
-			return a.GetNewExecutionRunId(), nil
-		}
-	}
-	return "", fmt.Errorf("streams: %s/%s continued as new, but its close event names no run", workflowID, run)
+	info := desc.GetWorkflowExecutionInfo()
+	return info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING &&
+		(info.GetFirstRunId() == first || info.GetExecution().GetRunId() == first), nil
 }

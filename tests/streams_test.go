@@ -527,3 +527,37 @@ func TestCLIChatLive(t *testing.T) {
 	last, _ := jout.firstAt(`"summary"`)
 	assert.Greater(t, last.Sub(firstJSON), 1500*time.Millisecond, "lines as they happen")
 }
+
+// tulip watch prints a run another client started, live: each call's line
+// while the run goes on, the answer's text, and it ends when the run
+// closes (across continue-as-new). A closed run is refused in one line.
+func TestCLIWatch(t *testing.T) {
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	model := newSlowModel(t, 4, 150*time.Millisecond)
+	oai, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
+	require.NoError(t, err)
+	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
+		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
+	require.NoError(t, err)
+
+	var out, errb timedWriter
+	code := cli.Main(ctxT(t), []string{"watch", h.WorkflowID, "--address", server.Address()}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, "")
+	require.NoError(t, err)
+	closed := desc.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
+	text := out.String()
+	t.Logf("stdout:\n%s\nstderr:\n%s", text, errb.String())
+	first, ok := out.firstAt("[turn 1] report_case")
+	require.True(t, ok, "a line per call")
+	assert.True(t, first.Before(closed), "the first call's line while the run went on")
+	assert.Equal(t, 3, strings.Count(text, "report_case"), "each call once, across continue-as-new")
+	assert.Contains(t, text, model.text(4), "the answer")
+	assert.Contains(t, errb.String(), "completed")
+
+	_, stderr, code := runCLI(t, "watch", h.WorkflowID, "--address", server.Address())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "its run is closed (completed)")
+}

@@ -40,6 +40,7 @@ Usage:
                                         print a thread's execution log
   tulip explain THREAD CALL_ID [--agent A] [--json]
                                         why a call ran again: its tool's records, nearest first
+  tulip watch WORKFLOW_ID [--json]      print a running run live: each call as decided, the model's text
   tulip history WORKFLOW_ID -o FILE     export a run's history as JSON
   tulip replay FILE...                  replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
@@ -95,6 +96,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.inspect(args[1:])
 	case "explain":
 		err = e.explain(args[1:])
+	case "watch":
+		err = e.watchCmd(args[1:])
 	case "history":
 		err = e.history(args[1:])
 	case "replay":
@@ -192,7 +195,7 @@ func (e *env) flags(name string) *flagSet {
 
 // helpArgs are the positional arguments each command takes, for --help.
 var helpArgs = map[string]string{
-	"inspect": " THREAD", "explain": " THREAD CALL_ID", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
+	"inspect": " THREAD", "explain": " THREAD CALL_ID", "watch": " WORKFLOW_ID", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
 }
 
 func parse(fs *flagSet, args []string) error {
