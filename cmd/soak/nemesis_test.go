@@ -1,0 +1,60 @@
+package soak
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSchedule(t *testing.T) {
+	cases := []struct {
+		name   string
+		d      time.Duration
+		counts []Count
+		want   map[string]int
+	}{
+		{"none", time.Minute, nil, map[string]int{}},
+		{"one kind", time.Minute, []Count{{ServerRestart, 3}}, map[string]int{ServerRestart: 3}},
+		{"several", 10 * time.Minute, []Count{{HistoryKill, 5}, {DBRestart, 2}, {ProxyDrop, 0}}, map[string]int{HistoryKill: 5, DBRestart: 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := Schedule(c.d, c.counts)
+			got := map[string]int{}
+			for k, f := range s {
+				got[f.Kind]++
+				if f.At <= 0 || f.At >= c.d {
+					t.Fatalf("fault %v outside (0, %s)", f, c.d)
+				}
+				if k > 0 && s[k-1].At > f.At {
+					t.Fatalf("not in time order: %v", s)
+				}
+				if k > 0 && s[k-1].At == f.At {
+					t.Fatalf("two faults at once: %v", s)
+				}
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("kinds %v, want %v", got, c.want)
+			}
+			for k, n := range c.want {
+				if got[k] != n {
+					t.Fatalf("%s: %d, want %d", k, got[k], n)
+				}
+			}
+		})
+	}
+}
+
+func TestSpread(t *testing.T) {
+	cases := []struct {
+		n    int
+		want []int
+	}{{0, []int{0, 0, 0, 0}}, {4, []int{1, 1, 1, 1}}, {6, []int{2, 2, 1, 1}}, {50, []int{13, 13, 12, 12}}}
+	for _, c := range cases {
+		got := Spread(c.n, ServiceKinds)
+		for k, cnt := range got {
+			if cnt.Kind != ServiceKinds[k] || cnt.N != c.want[k] {
+				t.Fatalf("Spread(%d) = %v, want %v", c.n, got, c.want)
+			}
+		}
+	}
+}
