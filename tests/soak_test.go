@@ -138,7 +138,7 @@ func TestSoakControls(t *testing.T) {
 			assert.Equal(t, 1, code)
 			assert.Greater(t, sum.Duplicates, 0)
 			assert.Zero(t, sum.Stuck)
-			line := regexp.MustCompile(`tulip: soak: run \d+ call r\d+-[a-h]: [a-z_]+: .*`).FindString(stderr)
+			line := regexp.MustCompile(`tulip: soak: run t\d+k\d+ call t\d+k\d+-[a-h]: [a-z_]+: .*`).FindString(stderr)
 			require.NotEmpty(t, line, "a violation naming a run and a call: %s", tail(stderr))
 			t.Logf("%s", line)
 			if inject == "served-but-ran" {

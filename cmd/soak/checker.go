@@ -40,10 +40,11 @@ const (
 	FindUnknownCall = "unknown_call"
 )
 
-// Finding is one violation the checker found: a run (index; -1: none),
-// a call, what, and whether it is a duplicate side effect.
+// Finding is one violation the checker found: a run ("t3k5": thread 3's
+// run 5; "?": none), a call, what, and whether it is a duplicate side
+// effect.
 type Finding struct {
-	Run       int
+	Run       string
 	Call      string
 	Kind      string
 	Detail    string
@@ -51,11 +52,23 @@ type Finding struct {
 }
 
 func (f Finding) String() string {
-	return fmt.Sprintf("run %d call %s: %s: %s", f.Run, f.Call, f.Kind, f.Detail)
+	return fmt.Sprintf("run %s call %s: %s: %s", f.Run, f.Call, f.Kind, f.Detail)
 }
 
-// CheckThread compares a thread's final execution log with its
-// reference's, record by record: linear in the records.
+// Prefix is the records of ref made by runs 0..n-1 of its thread (they
+// come first: a thread's log only grows).
+func Prefix(ref []Record, n int) []Record {
+	for k, r := range ref {
+		if _, rk, _, ok := parseCall(r.CallID); ok && rk >= n {
+			return ref[:k]
+		}
+	}
+	return ref
+}
+
+// CheckThread compares a thread's final execution log with the reference
+// thread's (Prefix: as far as this thread's runs went), record by record,
+// call ids compared with their thread left out: linear in the records.
 func CheckThread(got, want []Record) []Finding {
 	var out []Finding
 	for k := range max(len(got), len(want)) {
@@ -66,40 +79,39 @@ func CheckThread(got, want []Record) []Finding {
 			} else {
 				call = want[k].CallID
 			}
-			out = append(out, Finding{Run: callRun(call), Call: call, Kind: FindLog,
+			out = append(out, Finding{Run: runOf(call), Call: call, Kind: FindLog,
 				Detail: fmt.Sprintf("the thread's log has %d records, alone %d", len(got), len(want))})
 			break
 		}
 		g, w := got[k], want[k]
-		if g.Origin == w.Origin && sameInt(g.ServedFrom, w.ServedFrom) && g.CallID == w.CallID {
+		if g.Origin == w.Origin && sameInt(g.ServedFrom, w.ServedFrom) && sameCall(g.CallID) == sameCall(w.CallID) {
 			continue
 		}
-		out = append(out, Finding{Run: callRun(g.CallID), Call: g.CallID, Kind: FindLog,
-			Detail:    fmt.Sprintf("record %d %s from %v, alone %s %s from %v", k, g.Origin, deref(g.ServedFrom), w.CallID, w.Origin, deref(w.ServedFrom)),
+		out = append(out, Finding{Run: runOf(g.CallID), Call: g.CallID, Kind: FindLog,
+			Detail:    fmt.Sprintf("record %d %s from %v, alone %s %s from %v", k, g.Origin, deref(g.ServedFrom), sameCall(w.CallID), w.Origin, deref(w.ServedFrom)),
 			Duplicate: g.Origin == dedup.Executed && w.Origin == dedup.Served})
 	}
 	return out
 }
 
-// Effects are what the reference runs say about each call: how many of its
-// records executed (0: served), and its tool.
-type Effects struct {
-	Executed map[string]int
-	Tool     map[string]string
-}
+// Effects are what the reference threads say about each call of a kind of
+// thread (plain or not), by sameCall: how many of its records executed (0:
+// served).
+type Effects map[bool]map[string]int
 
 // NewEffects indexes the reference logs.
-func NewEffects(logs map[int][]Record) Effects {
-	e := Effects{Executed: map[string]int{}, Tool: map[string]string{}}
-	for _, recs := range logs {
+func NewEffects(logs map[bool][]Record) Effects {
+	e := Effects{}
+	for plain, recs := range logs {
+		m := map[string]int{}
 		for _, r := range recs {
-			e.Tool[r.CallID] = r.Tool
 			if r.Origin == dedup.Executed {
-				e.Executed[r.CallID]++
-			} else if _, ok := e.Executed[r.CallID]; !ok {
-				e.Executed[r.CallID] = 0
+				m[sameCall(r.CallID)]++
+			} else if _, ok := m[sameCall(r.CallID)]; !ok {
+				m[sameCall(r.CallID)] = 0
 			}
 		}
+		e[plain] = m
 	}
 	return e
 }
@@ -107,9 +119,8 @@ func NewEffects(logs map[int][]Record) Effects {
 // CheckWitnesses compares the services' requests with the reference: a
 // served call reaches no service; an executed call reaches its service
 // once per execution, and again only with the same key on a later attempt
-// (retried). serviced says which tools call a service; completed whether a
-// run completed (a missing effect is only a finding then).
-func CheckWitnesses(reqs []witness.Request, ref Effects, serviced map[string]bool, completed func(run int) bool) (findings []Finding, retried int) {
+// (retried). plain says which threads start plainly.
+func CheckWitnesses(reqs []witness.Request, ref Effects, plain func(thread int) bool) (findings []Finding, retried int) {
 	byCall := map[string][]witness.Request{}
 	for _, r := range reqs {
 		byCall[r.Call] = append(byCall[r.Call], r)
@@ -122,31 +133,40 @@ func CheckWitnesses(reqs []witness.Request, ref Effects, serviced map[string]boo
 	for _, call := range calls {
 		rs := byCall[call]
 		sort.SliceStable(rs, func(a, b int) bool { return rs[a].At.Before(rs[b].At) })
-		n, known := ref.Executed[call]
+		t, _, _, parsed := parseCall(call)
+		n, known := ref[parsed && plain(t)][sameCall(call)]
 		where := fmt.Sprintf("%s from %s (workflow %s run %s attempt %d)", rs[0].Service, rs[0].Tool, rs[0].Workflow, rs[0].Run, rs[0].Attempt)
 		switch {
-		case !known:
-			findings = append(findings, Finding{Run: callRun(call), Call: call, Kind: FindUnknownCall, Detail: where, Duplicate: true})
+		case !parsed || !known:
+			findings = append(findings, Finding{Run: runOf(call), Call: call, Kind: FindUnknownCall, Detail: where, Duplicate: true})
 			continue
 		case n == 0:
-			findings = append(findings, Finding{Run: callRun(call), Call: call, Kind: FindServedReached,
+			findings = append(findings, Finding{Run: runOf(call), Call: call, Kind: FindServedReached,
 				Detail: fmt.Sprintf("served alone, reached %s, %d request(s)", where, len(rs)), Duplicate: true})
 			continue
 		}
 		effects, again := countEffects(rs)
 		retried += again
 		if effects > n {
-			findings = append(findings, Finding{Run: callRun(call), Call: call, Kind: FindSecondEffect,
+			findings = append(findings, Finding{Run: runOf(call), Call: call, Kind: FindSecondEffect,
 				Detail: fmt.Sprintf("%d effects at %s, alone %d execution(s)", effects, where, n), Duplicate: true})
 		}
 	}
-	for call, n := range ref.Executed {
-		if n > 0 && serviced[ref.Tool[call]] && len(byCall[call]) == 0 && completed(callRun(call)) {
-			findings = append(findings, Finding{Run: callRun(call), Call: call, Kind: FindMissingEffect,
-				Detail: ref.Tool[call] + " executed alone, no request reached its service"})
+	return findings, retried
+}
+
+// CheckMissing finds the calls a thread's log says executed, of a tool that
+// calls a service (serviced), in a run that completed, that no request
+// reached (reached counts requests by call id).
+func CheckMissing(got []Record, reached map[string]int, serviced map[string]bool, completed func(run string) bool) []Finding {
+	var out []Finding
+	for _, r := range got {
+		if r.Origin == dedup.Executed && serviced[r.Tool] && reached[r.CallID] == 0 && completed(runOf(r.CallID)) {
+			out = append(out, Finding{Run: runOf(r.CallID), Call: r.CallID, Kind: FindMissingEffect,
+				Detail: r.Tool + " executed, no request reached its service"})
 		}
 	}
-	return findings, retried
+	return out
 }
 
 // countEffects splits one call's requests (in time order) into effects

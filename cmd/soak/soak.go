@@ -34,6 +34,7 @@ type soak struct {
 	c       client.Client
 	workers *pool
 	w       *workload
+	next    map[int]int // thread -> runs started on it
 	sum     Summary
 }
 
@@ -172,6 +173,9 @@ func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread b
 	var done []*run
 	started := map[int]int{}
 	total := 0
+	if s.next == nil {
+		s.next = map[int]int{}
+	}
 	start := time.Now()
 	deadline := start.Add(d)
 	pctx, cancel := context.WithTimeout(ctx, d+5*time.Minute)
@@ -184,7 +188,8 @@ func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread b
 		}
 		started[t]++
 		total++
-		return s.w.newRun(nextIndex(), t)
+		s.next[t]++
+		return s.w.newRun(s.next[t]-1, t)
 	}, func(r *run) {
 		mu.Lock()
 		done = append(done, r)
@@ -195,19 +200,6 @@ func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread b
 		turns += r.turns
 	}
 	return done, float64(turns) / time.Since(start).Seconds()
-}
-
-var (
-	indexMu sync.Mutex
-	index   int
-)
-
-// nextIndex numbers the soak's runs (their call ids are unique).
-func nextIndex() int {
-	indexMu.Lock()
-	defer indexMu.Unlock()
-	index++
-	return index - 1
 }
 
 func (s *soak) baseline(ctx context.Context) []*run {
@@ -251,45 +243,48 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 // check runs the checker: run outcomes, thread logs against the reference,
 // witnesses, replays, recovery.
 func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
-	completed := map[int]bool{}
-	byThread := map[int][]int{}
-	last := map[int]*run{}
+	completed := map[string]bool{}
+	perKind := map[bool]int{}
 	for _, r := range runs {
 		s.sum.Runs++
-		byThread[r.thread] = append(byThread[r.thread], r.i)
-		if last[r.thread] == nil || r.i > last[r.thread].i {
-			last[r.thread] = r
-		}
+		perKind[r.plain] = max(perKind[r.plain], r.k+1)
+		name := fmt.Sprintf("t%dk%d", r.thread, r.k)
 		switch r.status {
 		case workflow.StatusCompleted:
 			s.sum.Completed++
-			completed[r.i] = true
+			completed[name] = true
 		case workflow.StatusFailed:
 			s.sum.Failed++
-			s.sum.violate("run %d (%s %s): failed: %s", r.i, r.h.WorkflowID, r.h.RunID, r.err)
+			s.sum.violate("run %s (%s %s): failed: %s", name, r.h.WorkflowID, r.h.RunID, r.err)
 		default:
 			s.sum.Stuck++
-			s.sum.violate("run %d (%s %s): stuck: %s", r.i, r.h.WorkflowID, r.h.RunID, r.err)
+			s.sum.violate("run %s (%s %s): stuck: %s", name, r.h.WorkflowID, r.h.RunID, r.err)
 		}
 	}
-	ref, err := s.reference(ctx, byThread)
+	t0 := time.Now()
+	ref, err := s.reference(ctx, perKind)
 	if err != nil {
 		return err
 	}
+	s.progress("reference threads played in %s", time.Since(t0).Round(time.Second))
 	dups := map[string]bool{}
-	for t := range byThread {
+	reached := s.checkWitnesses(ref, dups)
+	serviced := map[string]bool{"issue_refund": true, "page_oncall": true}
+	for t, n := range s.next {
 		got, err := threadLog(ctx, s.c, s.w.threadID(t))
 		if err != nil {
 			s.sum.violate("thread %d: %v", t, err)
 			continue
 		}
-		s.record(CheckThread(got, ref[t]), dups)
+		s.record(CheckThread(got, Prefix(ref[s.w.plain(t)], n)), dups)
+		s.record(CheckMissing(got, reached, serviced, func(run string) bool { return completed[run] }), dups)
 	}
-	s.checkWitnesses(ref, completed, dups)
 	s.sum.Duplicates = len(dups)
+	t0 = time.Now()
 	if err := s.replay(ctx, runs); err != nil {
 		return err
 	}
+	s.progress("%d histories replayed in %s", s.sum.ReplayedHistories, time.Since(t0).Round(time.Second))
 	return s.recovery(kills)
 }
 
@@ -302,9 +297,10 @@ func (s *soak) record(fs []Finding, dups map[string]bool) {
 	}
 }
 
-// reference plays the same runs alone on an in-process worker with no
-// fault and no services.
-func (s *soak) reference(ctx context.Context, byThread map[int][]int) (map[int][]Record, error) {
+// reference plays one thread of each kind alone, as far as the soak's
+// threads of that kind went, on an in-process worker with no fault and no
+// services.
+func (s *soak) reference(ctx context.Context, perKind map[bool]int) (map[bool][]Record, error) {
 	tq := "soak-ref-" + randomID()
 	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: Models(0)})
 	if err != nil {
@@ -316,10 +312,12 @@ func (s *soak) reference(ctx context.Context, byThread map[int][]int) (map[int][
 	}
 	defer wk.Stop()
 	ref := &workload{c: s.c, dc: s.w.dc, tq: tq, continueAfter: s.w.continueAfter, plainEvery: s.w.plainEvery}
-	return ref.reference(ctx, byThread, 2*time.Minute)
+	return ref.reference(ctx, s.o.Threads, perKind, 2*time.Minute)
 }
 
-func (s *soak) checkWitnesses(ref map[int][]Record, completed map[int]bool, dups map[string]bool) {
+// checkWitnesses checks the services' requests and returns how many
+// reached them for each call.
+func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) map[string]int {
 	reqs := append(s.bill.Witnesses(), s.page.Witnesses()...)
 	s.sum.WitnessRequests = len(reqs)
 	s.sum.Refunds = len(s.bill.Refunds())
@@ -329,10 +327,14 @@ func (s *soak) checkWitnesses(ref map[int][]Record, completed map[int]bool, dups
 	}
 	s.sum.DistinctKeys = len(keys)
 	s.sum.Pages = s.page.Pages()
-	fs, retried := CheckWitnesses(reqs, NewEffects(ref), map[string]bool{"issue_refund": true, "page_oncall": true},
-		func(i int) bool { return completed[i] })
+	fs, retried := CheckWitnesses(reqs, NewEffects(ref), s.w.plain)
 	s.sum.RetriedRequests = retried
 	s.record(fs, dups)
+	reached := map[string]int{}
+	for _, r := range reqs {
+		reached[r.Call]++
+	}
+	return reached
 }
 
 // replay replays every run's chain with the workers' configuration, one
@@ -357,7 +359,7 @@ func (s *soak) replay(ctx context.Context, runs []*run) error {
 		n, err := rp.replayChain(ctx, s.c, r.h.WorkflowID, r.h.RunID)
 		s.sum.ReplayedHistories += n
 		if err != nil {
-			s.sum.violate("run %d (%s): %v", r.i, r.h.WorkflowID, err)
+			s.sum.violate("run t%dk%d (%s): %v", r.thread, r.k, r.h.WorkflowID, err)
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -20,16 +19,19 @@ import (
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
-// Script is run i's script on thread t: refunds and pages repeated within a
-// response and across turns, a mint; unless the run is started plainly
-// (no hooks), every third run also asks to isolate a host, which the
-// approval hook holds, and is resumed (performing the held call, then
-// refunding again). Call ids are "r<i>-<letter>", unique in a soak.
-func Script(i, t int, plain bool) scenario.Run {
+// Script is the script of thread t's run k (from 0): refunds and pages
+// repeated within a response and across turns, a mint; unless the thread's
+// runs start plainly (no hooks), every third run also asks to isolate a
+// host, which the approval hook holds, and is resumed (performing the held
+// call, then refunding again). Call ids are "t<t>k<k>-<letter>", unique in
+// a soak. Every thread of a kind (plain or not) plays the same sequence of
+// scripts, on its own order, case and host: one reference thread per kind
+// says what each of them must do.
+func Script(k, t int, plain bool) scenario.Run {
 	refund := fmt.Sprintf(`{"order_id": "ord-%d", "amount": 10}`, t)
 	refundAgain := fmt.Sprintf(`{"amount": 10, "order_id": "ord-%d"}`, t)
 	page := fmt.Sprintf(`{"case_id": "case-%d", "summary": "refund"}`, t)
-	id := func(s string) string { return fmt.Sprintf("r%d-%s", i, s) }
+	id := func(s string) string { return fmt.Sprintf("t%dk%d-%s", t, k, s) }
 	run := scenario.Run{Turns: []scenario.Turn{
 		{ToolCalls: []activities.ToolCall{{ID: id("a"), Name: "issue_refund", Arguments: refund}, {ID: id("b"), Name: "issue_refund", Arguments: refundAgain}}},
 		{ToolCalls: []activities.ToolCall{{ID: id("c"), Name: "page_oncall", Arguments: page}, {ID: id("d"), Name: "mint_case_id", Arguments: "{}"}}},
@@ -38,7 +40,7 @@ func Script(i, t int, plain bool) scenario.Run {
 	if !plain {
 		run.Hooks = []string{"approve_isolate_host"}
 	}
-	if i%3 == 0 && !plain {
+	if k%3 == 0 && !plain {
 		run.Turns = append(run.Turns, scenario.Turn{ToolCalls: []activities.ToolCall{{ID: id("g"), Name: "isolate_host", Arguments: fmt.Sprintf(`{"host": "web-%d"}`, t)}}})
 		run.Resumes = []scenario.Resume{{Answer: "approved", PerformDangling: true, Turns: []scenario.Turn{
 			{ToolCalls: []activities.ToolCall{{ID: id("h"), Name: "issue_refund", Arguments: refund}}}}}}
@@ -46,12 +48,13 @@ func Script(i, t int, plain bool) scenario.Run {
 	return run
 }
 
-// message is run i's user message; the model reads i, t and plain back.
-func message(i, t int, plain bool) string {
+// message is thread t's run k's user message; the model reads k, t and
+// plain back.
+func message(k, t int, plain bool) string {
 	if plain {
-		return fmt.Sprintf("soak run %d thread %d plain", i, t)
+		return fmt.Sprintf("soak run %d thread %d plain", k, t)
 	}
-	return fmt.Sprintf("soak run %d thread %d", i, t)
+	return fmt.Sprintf("soak run %d thread %d", k, t)
 }
 
 // Models are the soak's models: "soak" plays the script its run's message
@@ -73,21 +76,41 @@ func Models(latency time.Duration) map[string]activities.Model {
 	})}
 }
 
-// callRun is the run index a call id names (-1: none).
-func callRun(callID string) int {
-	var i int
-	if n, _ := fmt.Sscanf(callID, "r%d-", &i); n != 1 {
-		return -1
+// parseCall reads a call id: its thread, its run on the thread, and the
+// call's letter.
+func parseCall(callID string) (t, k int, letter string, ok bool) {
+	run, letter, found := strings.Cut(callID, "-")
+	if n, _ := fmt.Sscanf(run, "t%dk%d", &t, &k); n != 2 || !found || fmt.Sprintf("t%dk%d", t, k) != run {
+		return 0, 0, "", false
 	}
-	return i
+	return t, k, letter, true
+}
+
+// runOf names the run a call id belongs to ("t3k5"), or "?".
+func runOf(callID string) string {
+	t, k, _, ok := parseCall(callID)
+	if !ok {
+		return "?"
+	}
+	return fmt.Sprintf("t%dk%d", t, k)
+}
+
+// sameCall is a call id with its thread left out: the call of the same
+// script on every thread of a kind ("k5-a").
+func sameCall(callID string) string {
+	_, k, letter, ok := parseCall(callID)
+	if !ok {
+		return callID
+	}
+	return fmt.Sprintf("k%d-%s", k, letter)
 }
 
 // Run status beside workflow's.
 const statusStuck = "stuck"
 
-// run is one agent run of the soak.
+// run is one agent run of the soak: thread's k-th (from 0).
 type run struct {
-	i, thread  int
+	k, thread  int
 	plain      bool
 	h          agent.Handle
 	status     string
@@ -110,7 +133,7 @@ func (w *workload) threadID(t int) string { return fmt.Sprintf("%s-thread-%d", w
 // plain says whether thread t's runs start the plain way.
 func (w *workload) plain(t int) bool { return w.plainEvery > 0 && t%w.plainEvery == w.plainEvery-1 }
 
-func (w *workload) newRun(i, t int) *run { return &run{i: i, thread: t, plain: w.plain(t)} }
+func (w *workload) newRun(k, t int) *run { return &run{k: k, thread: t, plain: w.plain(t)} }
 
 // play plays r to its end: starts it (again, while the server is away),
 // resumes its interrupts (every fourth by signal, every sixth twice), and
@@ -151,13 +174,13 @@ func (w *workload) play(ctx context.Context, r *run) {
 func (w *workload) resume(ctx context.Context, r *run, in workflow.ResumeInput) {
 	for ctx.Err() == nil {
 		var err error
-		if r.i%4 == 0 {
+		if r.k%4 == 0 {
 			err = agent.ResumeBySignal(ctx, w.c, r.h.WorkflowID, in)
 		} else {
 			_, err = agent.Resume(ctx, w.c, r.h.WorkflowID, in)
 		}
 		if err == nil || resumed(err) {
-			if r.i%6 == 0 {
+			if r.k%6 == 0 {
 				_, _ = agent.Resume(ctx, w.c, r.h.WorkflowID, in) // again: a duplicate, refused or absorbed
 			}
 			return
@@ -180,7 +203,7 @@ func resumed(err error) bool {
 // away. A start whose answer was lost finds its run open: that run is
 // adopted when it is r's.
 func (w *workload) startRun(ctx context.Context, r *run) error {
-	thread, msg := w.threadID(r.thread), message(r.i, r.thread, r.plain)
+	thread, msg := w.threadID(r.thread), message(r.k, r.thread, r.plain)
 	var err error
 	for ctx.Err() == nil {
 		if r.plain {
@@ -247,37 +270,44 @@ func (w *workload) playThreads(ctx context.Context, threads int, next func(t int
 	wg.Wait()
 }
 
-// reference plays each thread's runs (run indexes, by thread) alone, in
-// order, with no fault, on w (an in-process worker's task queue), and
-// returns each thread's final execution log.
-func (w *workload) reference(ctx context.Context, byThread map[int][]int, limit time.Duration) (map[int][]Record, error) {
-	out := map[int][]Record{}
+// reference plays, for each kind of thread (plain: true or false) with
+// runs, one thread's runs 0..n-1 alone, in order, with no fault, on w (an
+// in-process worker's task queue), and returns each kind's final execution
+// log. Every soak thread of that kind must have made a prefix of it.
+func (w *workload) reference(ctx context.Context, threads int, runs map[bool]int, limit time.Duration) (map[bool][]Record, error) {
+	out := map[bool][]Record{}
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	for t, is := range byThread {
-		sort.Ints(is)
+	for t := range threads {
+		n, plain := runs[w.plain(t)], w.plain(t)
+		if _, done := out[plain]; done || n == 0 {
+			continue
+		}
+		out[plain] = nil
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, i := range is {
-				r := w.newRun(i, t)
-				rctx, cancel := context.WithTimeout(ctx, limit)
-				w.play(rctx, r)
-				cancel()
-				if r.status != workflow.StatusCompleted {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("soak: the reference of run %d did not complete: %s %s", i, r.status, r.err))
-					mu.Unlock()
-					return
-				}
-			}
-			recs, err := threadLog(ctx, w.c, w.threadID(t))
+			recs, err := w.playAlone(ctx, t, n, limit)
 			mu.Lock()
-			out[t], errs = recs, append(errs, err)
+			out[plain], errs = recs, append(errs, err)
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// playAlone plays thread t's runs 0..n-1 in order and returns its log.
+func (w *workload) playAlone(ctx context.Context, t, n int, limit time.Duration) ([]Record, error) {
+	for k := range n {
+		r := w.newRun(k, t)
+		rctx, cancel := context.WithTimeout(ctx, limit)
+		w.play(rctx, r)
+		cancel()
+		if r.status != workflow.StatusCompleted {
+			return nil, fmt.Errorf("soak: the reference of run %d did not complete: %s %s", k, r.status, r.err)
+		}
+	}
+	return threadLog(ctx, w.c, w.threadID(t))
 }
