@@ -58,3 +58,32 @@ func TestSpread(t *testing.T) {
 		}
 	}
 }
+
+func TestFaultCounts(t *testing.T) {
+	o := Options{ServerRestarts: 2, Pauses: 1, ProxyDrops: 3, ProxyDelays: 1, ServiceKills: 5}
+	cases := []struct {
+		name  string
+		kinds []string
+		want  map[string]int
+	}{
+		{"embedded", (&embedded{}).Kinds(), map[string]int{ServerRestart: 2, ServerPause: 1, ProxyDrop: 3, ProxyDelay: 1}},
+		{"cluster", (&onCluster{}).Kinds(), map[string]int{HistoryKill: 2, MatchingKill: 1, FrontendKill: 1, DBRestart: 1, ServerPause: 1, ProxyDrop: 3, ProxyDelay: 1}},
+		{"address", external{}.Kinds(), map[string]int{ProxyDrop: 3, ProxyDelay: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := map[string]int{}
+			for _, cnt := range faultCounts(o, c.kinds) {
+				got[cnt.Kind] = cnt.N
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("counts %v, want %v", got, c.want)
+			}
+			for k, n := range c.want {
+				if got[k] != n {
+					t.Fatalf("%s: %d, want %d (%v)", k, got[k], n, got)
+				}
+			}
+		})
+	}
+}

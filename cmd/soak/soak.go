@@ -2,13 +2,14 @@ package soak
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -212,13 +213,7 @@ func (s *soak) baseline(ctx context.Context) []*run {
 
 // faultPhase plays runs for Duration while the nemesis works.
 func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
-	counts := []Count{{ServerRestart, s.o.ServerRestarts}, {ServerPause, s.o.Pauses}, {ProxyDrop, s.o.ProxyDrops}, {ProxyDelay, s.o.ProxyDelays}}
-	if _, ok := s.srv.(external); ok {
-		counts = counts[2:]
-	}
-	if s.o.Cluster {
-		counts = append(Spread(s.o.ServiceKills, ServiceKinds), counts[1:]...)
-	}
+	counts := faultCounts(s.o, s.srv.Kinds())
 	n := newNemesis(s.srv, s.proxy, s.workers, s.o)
 	for _, c := range counts {
 		n.faults[c.Kind] = 0
@@ -238,6 +233,24 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	faults, kills := n.counts()
 	s.sum.Faults = faults
 	return runs, kills
+}
+
+// faultCounts are the faults other than worker kills that o asks for, of
+// the kinds the server takes (and the proxy's).
+func faultCounts(o Options, kinds []string) []Count {
+	want := []Count{{ServerRestart, o.ServerRestarts}, {ServerPause, o.Pauses}, {ProxyDrop, o.ProxyDrops}, {ProxyDelay, o.ProxyDelays}}
+	want = append(Spread(o.ServiceKills, ServiceKinds), want...)
+	takes := map[string]bool{ProxyDrop: true, ProxyDelay: true}
+	for _, k := range kinds {
+		takes[k] = true
+	}
+	var out []Count
+	for _, c := range want {
+		if takes[c.Kind] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // check runs the checker: run outcomes, thread logs against the reference,
@@ -384,5 +397,7 @@ func (s *soak) recovery(kills []Kill) error {
 }
 
 func randomID() string {
-	return strings.ReplaceAll(fmt.Sprintf("%x", time.Now().UnixNano()%(1<<32)), " ", "")
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
