@@ -67,31 +67,66 @@ func Prefix(ref []Record, n int) []Record {
 }
 
 // CheckThread compares a thread's final execution log with the reference
-// thread's (Prefix: as far as this thread's runs went), record by record,
-// call ids compared with their thread left out: linear in the records.
-func CheckThread(got, want []Record) []Finding {
+// thread's (Prefix: as far as this thread's runs went): each call's records
+// (call ids compared with their thread left out, the n-th record of a call
+// with the reference's n-th) must have the same origin and be served from
+// the same call. Records are matched by call, not by position, so a record
+// missing or extra is one finding, not a shift of every later one. Linear
+// in the records.
+func CheckThread(thread int, got, want []Record) []Finding {
+	wantAt, counts := map[string]int{}, map[string]int{}
+	for k, w := range want {
+		wantAt[occurrence(counts, sameCall(w.CallID))] = k
+	}
 	var out []Finding
-	for k := range max(len(got), len(want)) {
-		if k >= len(got) || k >= len(want) {
-			call := ""
-			if k < len(got) {
-				call = got[k].CallID
-			} else {
-				call = want[k].CallID
-			}
-			out = append(out, Finding{Run: runOf(call), Call: call, Kind: FindLog,
-				Detail: fmt.Sprintf("the thread's log has %d records, alone %d", len(got), len(want))})
-			break
+	seen := map[string]int{}
+	for _, g := range got {
+		key := occurrence(seen, sameCall(g.CallID))
+		k, ok := wantAt[key]
+		if !ok {
+			out = append(out, Finding{Run: runOf(g.CallID), Call: g.CallID, Kind: FindLog,
+				Detail: fmt.Sprintf("record %d (%s, %s) is not in the log alone", g.Seq, g.Tool, g.Origin), Duplicate: g.Origin == dedup.Executed})
+			continue
 		}
-		g, w := got[k], want[k]
-		if g.Origin == w.Origin && sameInt(g.ServedFrom, w.ServedFrom) && sameCall(g.CallID) == sameCall(w.CallID) {
+		delete(wantAt, key)
+		w := want[k]
+		gf, wf := servedFrom(got, g), servedFrom(want, w)
+		if g.Origin == w.Origin && gf == wf {
 			continue
 		}
 		out = append(out, Finding{Run: runOf(g.CallID), Call: g.CallID, Kind: FindLog,
-			Detail:    fmt.Sprintf("record %d %s from %v, alone %s %s from %v", k, g.Origin, deref(g.ServedFrom), sameCall(w.CallID), w.Origin, deref(w.ServedFrom)),
+			Detail:    fmt.Sprintf("record %d %s from %s, alone %s from %s", g.Seq, g.Origin, gf, w.Origin, wf),
 			Duplicate: g.Origin == dedup.Executed && w.Origin == dedup.Served})
 	}
+	missing := make([]int, 0, len(wantAt))
+	for _, k := range wantAt {
+		missing = append(missing, k)
+	}
+	sort.Ints(missing)
+	for _, k := range missing {
+		w := want[k]
+		call := fmt.Sprintf("t%d%s", thread, sameCall(w.CallID))
+		out = append(out, Finding{Run: runOf(call), Call: call, Kind: FindLog,
+			Detail: fmt.Sprintf("the thread's log lacks the record alone has at %d (%s, %s)", k, w.Tool, w.Origin)})
+	}
 	return out
+}
+
+// occurrence counts call in seen and names its n-th record ("k5-a#1").
+func occurrence(seen map[string]int, call string) string {
+	seen[call]++
+	return fmt.Sprintf("%s#%d", call, seen[call])
+}
+
+// servedFrom names the call a served record was served from ("-": none).
+func servedFrom(log []Record, r Record) string {
+	if r.ServedFrom == nil {
+		return "-"
+	}
+	if *r.ServedFrom < 0 || *r.ServedFrom >= len(log) {
+		return fmt.Sprintf("record %d", *r.ServedFrom)
+	}
+	return sameCall(log[*r.ServedFrom].CallID)
 }
 
 // Effects are what the reference threads say about each call of a kind of
@@ -187,15 +222,6 @@ func countEffects(rs []witness.Request) (effects, retries int) {
 		}
 	}
 	return effects, retries
-}
-
-func sameInt(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
-func deref(p *int) any {
-	if p == nil {
-		return "-"
-	}
-	return *p
 }
 
 // threadLog is the execution log the thread's newest run holds (raw: thin

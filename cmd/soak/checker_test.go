@@ -54,13 +54,14 @@ func TestCheckThread(t *testing.T) {
 		{"same", same, 0, false, ""},
 		{"executed where served", []Record{same[0], rec("t2k0-b", dedup.Executed, -1), same[2]}, 1, true, "t2k0-b"},
 		{"served from another record", []Record{same[0], same[1], rec("t2k1-a", dedup.Served, 1)}, 1, false, "t2k1-a"},
-		{"another call", []Record{same[0], rec("t2k0-c", dedup.Served, 0), same[2]}, 1, false, "t2k0-c"},
-		{"a record missing", same[:2], 1, false, "t9k1-a"},
-		{"a record more", append(append([]Record(nil), same...), rec("t2k2-a", dedup.Executed, -1)), 1, false, "t2k2-a"},
+		{"another call", []Record{same[0], rec("t2k0-c", dedup.Served, 0), same[2]}, 2, false, "t2k0-c"},
+		{"a record missing", same[:2], 1, false, "t2k1-a"},
+		{"a record missing, the rest in place", []Record{same[0], same[2]}, 1, false, "t2k0-b"},
+		{"a record more", append(append([]Record(nil), same...), rec("t2k2-a", dedup.Executed, -1)), 1, true, "t2k2-a"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs := CheckThread(c.got, want)
+			fs := CheckThread(2, c.got, want)
 			if len(fs) != c.findings {
 				t.Fatalf("findings %v, want %d", fs, c.findings)
 			}

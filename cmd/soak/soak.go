@@ -289,7 +289,7 @@ func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
 			s.sum.violate("thread %d: %v", t, err)
 			continue
 		}
-		s.record(CheckThread(got, Prefix(ref[s.w.plain(t)], n)), dups)
+		s.record(CheckThread(t, got, Prefix(ref[s.w.plain(t)], n)), dups)
 		s.record(CheckMissing(got, reached, serviced, func(run string) bool { return completed[run] }), dups)
 	}
 	s.sum.Duplicates = len(dups)
