@@ -299,11 +299,13 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 		}
 		var appErr *temporal.ApplicationError
 		if err != nil && errors.As(err, &appErr) && appErr.HasDetails() {
-			// A failed run's details hold its state, whatever its type
-			// (a run that failed before it had its thread's state wrote
-			// none).
+			// A failed run's details hold its state, whatever its type;
+			// details with none are a run refused before it had its
+			// thread's state: it left nothing.
 			if derr := appErr.Details(&out); errors.As(derr, &keyErr) {
 				return nil, true, derr
+			} else if derr == nil && out.state() == nil {
+				return nil, false, nil
 			}
 		}
 		if st := out.state(); st != nil {

@@ -164,6 +164,9 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionTimeout: opts.WorkflowExecutionTimeout,
 		WorkflowTaskTimeout:      opts.WorkflowTaskTimeout,
+		// The Web UI shows it (user metadata); the run's current details
+		// then list its calls.
+		StaticSummary: runSummary(in),
 	}, workflow.WorkflowName, in)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -173,6 +176,19 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 		return Handle{}, fmt.Errorf("agent: start run: %w", err)
 	}
 	return Handle{WorkflowID: run.GetID(), RunID: run.GetRunID()}, nil
+}
+
+// runSummary is a run's summary for the Web UI: agent, model, thread.
+func runSummary(in workflow.RunInput) string {
+	agent := in.Agent
+	if agent == "" {
+		agent = workflow.DefaultAgent
+	}
+	s := fmt.Sprintf("tulip agent **%s** · model %s", agent, in.Model)
+	if in.ThreadID != "" {
+		s += " · thread " + in.ThreadID
+	}
+	return s
 }
 
 // Run starts an agent run and waits for its answer or its first interrupt

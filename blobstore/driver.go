@@ -1,13 +1,16 @@
 package blobstore
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // DriverType is the Type of every Driver.
@@ -113,4 +116,54 @@ func (d *Driver) Retrieve(ctx converter.StorageDriverRetrieveContext, claims []c
 // that reads these runs.
 func ExternalStorage(store Store, threshold int) converter.ExternalStorage {
 	return converter.ExternalStorage{Drivers: []converter.StorageDriver{NewDriver("tulip-blobs", store)}, PayloadSizeThreshold: threshold}
+}
+
+// Resolve returns the payload p stands for: p itself, or, when p is an
+// External Storage reference to a blob of this package's driver, the
+// payload stored in store (as the SDK stored it: after the codec, so an
+// encrypted payload stays encrypted). It reads references the way the SDK
+// writes them (json/protobuf temporal.api.sdk.v1.ExternalStorageReference,
+// and the older json/external-storage-reference).
+func Resolve(ctx context.Context, store Store, p *commonpb.Payload) (*commonpb.Payload, error) {
+	key, ok := referenceKey(p)
+	if !ok || store == nil {
+		return p, nil
+	}
+	b, err := store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: retrieve %s: %w", key, err)
+	}
+	if Key(b) != key {
+		return nil, fmt.Errorf("blobstore: blob %s is damaged (its content hashes differently)", key)
+	}
+	return decode(b)
+}
+
+// referenceKey is the blob key of an External Storage reference payload.
+func referenceKey(p *commonpb.Payload) (string, bool) {
+	md := p.GetMetadata()
+	switch string(md[converter.MetadataEncoding]) {
+	case "json/protobuf":
+		ref := &sdkpb.ExternalStorageReference{}
+		if string(md["messageType"]) != string(ref.ProtoReflect().Descriptor().FullName()) {
+			return "", false
+		}
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(p.GetData(), ref); err != nil {
+			return "", false
+		}
+		k, ok := ref.GetClaimData()["key"]
+		return k, ok
+	case "json/external-storage-reference":
+		var legacy struct {
+			DriverClaim struct {
+				ClaimData map[string]string `json:"claim_data"`
+			} `json:"driver_claim"`
+		}
+		if json.Unmarshal(p.GetData(), &legacy) != nil {
+			return "", false
+		}
+		k, ok := legacy.DriverClaim.ClaimData["key"]
+		return k, ok
+	}
+	return "", false
 }

@@ -18,10 +18,16 @@ const (
 	Encoding = "binary/encrypted"
 	// MetadataKeyID names the key that encrypted the payload.
 	MetadataKeyID = "encryption-key-id"
-	// MetadataCipher names the cipher: always Cipher.
+	// MetadataCipher names the cipher: Cipher, or CipherLegacy for
+	// payloads written before it.
 	MetadataCipher = "encryption-cipher"
-	// Cipher is AES-256-GCM with a random 96-bit nonce.
-	Cipher = "AES256-GCM"
+	// Cipher is AES-256-GCM under a key derived from the secret
+	// (HKDF-SHA-256 with a label), with a synthetic 96-bit nonce from an
+	// HMAC under a second derived key (see Encode).
+	Cipher = "AES256-GCM-HKDF"
+	// CipherLegacy is AES-256-GCM keyed by the secret itself, as payloads
+	// were written before Cipher; they are still read.
+	CipherLegacy = "AES256-GCM"
 )
 
 var _ converter.PayloadCodec = (*Keyring)(nil)
@@ -32,11 +38,15 @@ var _ converter.PayloadCodec = (*Keyring)(nil)
 // Data is nonce || ciphertext || tag.
 //
 // The nonce is synthetic (as in SIV modes): an HMAC-SHA-256 of the
-// plaintext under a key derived from the encryption key, so a nonce
-// repeats only for the same plaintext, and then so does the ciphertext.
-// That keeps content-addressed blob stores deduplicating: a thread's
-// unchanged state, carried across continue-as-new, is stored once. What it
-// reveals is only that two payloads are equal.
+// plaintext under its own key (derived from the secret under another label
+// than the AES key), so a nonce repeats only for the same plaintext, and
+// then so does the ciphertext. That keeps content-addressed blob stores
+// deduplicating. What it reveals: which payloads are equal (the same
+// plaintext encrypts to the same bytes under the same key), and each
+// payload's length (about 52 bytes more than its plaintext's). Nothing of
+// a payload's content. The codec server's /encode would let its caller test
+// guesses (encrypt a guess, compare it with stored bytes), so it is off
+// unless asked for (HandlerOptions.AllowEncode).
 func (k *Keyring) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	id := k.ids[0]
 	aead := k.aead[id]
@@ -72,10 +82,15 @@ func (k *Keyring) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, err
 			continue
 		}
 		id := string(p.GetMetadata()[MetadataKeyID])
-		if c := string(p.GetMetadata()[MetadataCipher]); c != Cipher {
-			return nil, fmt.Errorf("codec: payload encrypted with key %q uses cipher %q; this codec knows only %s", id, c, Cipher)
+		ciphers := k.aead
+		switch c := string(p.GetMetadata()[MetadataCipher]); c {
+		case Cipher:
+		case CipherLegacy:
+			ciphers = k.legacy
+		default:
+			return nil, fmt.Errorf("codec: payload encrypted with key %q uses cipher %q; this codec knows %s and %s", id, c, Cipher, CipherLegacy)
 		}
-		aead, ok := k.aead[id]
+		aead, ok := ciphers[id]
 		if !ok {
 			return nil, &KeyError{KeyID: id, Unknown: true}
 		}

@@ -2,8 +2,11 @@ package codec_test
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -239,11 +242,20 @@ func TestHandler(t *testing.T) {
 	resp, out = post("/decode", "http://evil.example", body)
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, out)
 
-	// Encode then decode round trip, no browser.
+	// /encode is off unless asked for: with a deterministic codec it lets
+	// a caller test guesses against stored ciphertext.
 	plainBody, _ := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{{Data: []byte("x")}}})
 	resp, out = post("/encode", "", plainBody)
-	require.Equal(t, http.StatusOK, resp.StatusCode, out)
-	assert.Contains(t, out, base64.StdEncoding.EncodeToString([]byte(codec.Encoding)))
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, out)
+	assert.Contains(t, out, "--allow-encode")
+	withEncode := httptest.NewServer(k.Handler(codec.HandlerOptions{AllowEncode: true}))
+	defer withEncode.Close()
+	resp3, err := http.Post(withEncode.URL+"/encode", "application/json", bytes.NewReader(plainBody))
+	require.NoError(t, err)
+	b3, _ := io.ReadAll(resp3.Body)
+	resp3.Body.Close()
+	require.Equal(t, http.StatusOK, resp3.StatusCode, string(b3))
+	assert.Contains(t, string(b3), base64.StdEncoding.EncodeToString([]byte(codec.Encoding)))
 
 	// A payload under an unknown key: 400 naming the key id.
 	other := ring(t, key("k2", 2))
@@ -296,4 +308,57 @@ func TestFailureMessages(t *testing.T) {
 		require.True(t, errors.As(err, &appErr))
 		assert.Equal(t, "billing.Declined", appErr.Type(), "the type stays readable")
 	}
+}
+
+// Each secret gives two keys, under two labels (HKDF-SHA-256): one for
+// AES-256-GCM, one for the nonce's HMAC; the secret itself keys neither.
+// Payloads written before (the secret as the AES key) stay readable.
+func TestDerivedKeysAndLegacyPayloads(t *testing.T) {
+	k := ring(t, key("k1", 1))
+	enc, err := k.Encode([]*commonpb.Payload{{Data: []byte(secret)}})
+	require.NoError(t, err)
+	assert.Equal(t, codec.Cipher, string(enc[0].Metadata[codec.MetadataCipher]))
+	raw := bytes.Repeat([]byte{1}, codec.KeySize)
+	block, err := aes.NewCipher(raw)
+	require.NoError(t, err)
+	gcm, err := cipher.NewGCM(block)
+	require.NoError(t, err)
+	data := enc[0].Data
+	_, err = gcm.Open(nil, data[:gcm.NonceSize()], data[gcm.NonceSize():], []byte("k1"))
+	assert.Error(t, err, "the secret itself does not open a new payload")
+
+	// A payload as written before derived keys: AES-256-GCM under the
+	// secret, labelled with the legacy cipher.
+	plain, err := proto.Marshal(&commonpb.Payload{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`"old"`)})
+	require.NoError(t, err)
+	nonce := bytes.Repeat([]byte{7}, gcm.NonceSize())
+	old := &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(codec.Encoding),
+		codec.MetadataKeyID: []byte("k1"), codec.MetadataCipher: []byte(codec.CipherLegacy)},
+		Data: gcm.Seal(nonce, nonce, plain, []byte("k1"))}
+	dec, err := k.Decode([]*commonpb.Payload{old})
+	require.NoError(t, err)
+	assert.Equal(t, `"old"`, string(dec[0].Data))
+
+	old.Metadata[codec.MetadataCipher] = []byte("ROT13")
+	_, err = k.Decode([]*commonpb.Payload{old})
+	assert.ErrorContains(t, err, `uses cipher "ROT13"`)
+}
+
+// A key file others can read gets a warning; AppendKeyFileLine writes
+// 0600.
+func TestKeyFileMode(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "keys")
+	line, err := codec.NewKeyFileLine("k1")
+	require.NoError(t, err)
+	require.NoError(t, codec.AppendKeyFileLine(f, line))
+	fi, err := os.Stat(f)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	assert.Empty(t, codec.KeyFileWarning(f))
+	require.NoError(t, os.Chmod(f, 0o644))
+	assert.Equal(t, fmt.Sprintf("warning: key file %s has mode 0644: others can read its keys (chmod 600 %s)", f, f), codec.KeyFileWarning(f))
+	k, err := codec.LoadKeyFile(f)
+	require.NoError(t, err, "read all the same")
+	assert.Equal(t, []string{"k1"}, k.KeyIDs())
 }

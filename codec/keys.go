@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hmac"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -32,16 +32,27 @@ type Key struct {
 // Keyring holds keys by id; the first one encrypts. It is safe for
 // concurrent use.
 type Keyring struct {
-	ids  []string
-	aead map[string]cipher.AEAD
-	// nonceKey derives the encrypting key's nonces (see Encode).
+	ids []string
+	// aead holds each key's cipher under Cipher: AES-256-GCM keyed by a
+	// key derived from the secret (HKDF-SHA-256, labelled). legacy holds
+	// the cipher of payloads written before (CipherLegacy), keyed by the
+	// secret itself: they stay readable.
+	aead, legacy map[string]cipher.AEAD
+	// nonceKey derives the encrypting key's nonces (see Encode): a second
+	// key derived from the first secret, under another label.
 	nonceKey []byte
 }
+
+// Labels of the keys derived from each secret (HKDF-SHA-256 info).
+const (
+	labelAES   = "tulip codec aes-256-gcm v2"
+	labelNonce = "tulip codec nonce v2"
+)
 
 // NewKeyring checks the keys (at least one; ids unique and well-formed;
 // secrets KeySize bytes) and returns a keyring whose first key encrypts.
 func NewKeyring(keys ...Key) (*Keyring, error) {
-	k := &Keyring{aead: make(map[string]cipher.AEAD, len(keys))}
+	k := newKeyring()
 	for _, key := range keys {
 		if reason := k.add(key); reason != "" {
 			return nil, &KeyFileError{Reason: reason}
@@ -66,22 +77,38 @@ func (k *Keyring) add(key Key) string {
 	if len(key.Secret) != KeySize {
 		return fmt.Sprintf("key %q is %d bytes; AES-256 needs %d", key.ID, len(key.Secret), KeySize)
 	}
-	block, err := aes.NewCipher(bytes.Clone(key.Secret))
+	legacy, err := newGCM(bytes.Clone(key.Secret))
 	if err != nil {
 		return err.Error()
 	}
-	gcm, err := cipher.NewGCM(block)
+	aesKey, err := hkdf.Key(sha256.New, key.Secret, nil, labelAES, KeySize)
+	if err != nil {
+		return err.Error()
+	}
+	gcm, err := newGCM(aesKey)
 	if err != nil {
 		return err.Error()
 	}
 	k.ids = append(k.ids, key.ID)
-	k.aead[key.ID] = gcm
+	k.aead[key.ID], k.legacy[key.ID] = gcm, legacy
 	if k.nonceKey == nil {
-		mac := hmac.New(sha256.New, key.Secret)
-		mac.Write([]byte("tulip codec nonce v1"))
-		k.nonceKey = mac.Sum(nil)
+		if k.nonceKey, err = hkdf.Key(sha256.New, key.Secret, nil, labelNonce, sha256.Size); err != nil {
+			return err.Error()
+		}
 	}
 	return ""
+}
+
+func newKeyring() *Keyring {
+	return &Keyring{aead: map[string]cipher.AEAD{}, legacy: map[string]cipher.AEAD{}}
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
 }
 
 func checkID(id string) string {
@@ -103,7 +130,7 @@ func checkID(id string) string {
 // line (standard or URL base64, padded or not); blank lines and lines
 // starting with # are skipped. name is used in errors.
 func ParseKeys(r io.Reader, name string) (*Keyring, error) {
-	k := &Keyring{aead: map[string]cipher.AEAD{}}
+	k := newKeyring()
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -140,7 +167,8 @@ func decodeBase64(s string) ([]byte, error) {
 	return nil, fmt.Errorf("not base64")
 }
 
-// LoadKeyFile reads and checks a key file (see ParseKeys).
+// LoadKeyFile reads and checks a key file (see ParseKeys). A file others
+// may read is read all the same; KeyFileWarning says so.
 func LoadKeyFile(path string) (*Keyring, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -172,3 +200,28 @@ func NewKeyFileLine(id string) (string, error) {
 
 // KeyIDs lists the key ids, the encrypting one first.
 func (k *Keyring) KeyIDs() []string { return append([]string(nil), k.ids...) }
+
+// KeyFileWarning is a one-line warning when the key file at path may be
+// read (or written) by users other than its owner ("" otherwise): keys
+// belong in a file of mode 0600.
+func KeyFileWarning(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("warning: key file %s has mode %04o: others can read its keys (chmod 600 %s)", path, fi.Mode().Perm(), path)
+}
+
+// AppendKeyFileLine appends line to the key file at path, creating it with
+// mode 0600 when it does not exist.
+func AppendKeyFileLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return &KeyFileError{File: path, Reason: "cannot be written: " + unwrapPath(err)}
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return &KeyFileError{File: path, Reason: "cannot be written: " + unwrapPath(err)}
+	}
+	return f.Close()
+}

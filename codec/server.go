@@ -21,6 +21,11 @@ type HandlerOptions struct {
 	// ignored when AllowOrigins holds "*": any page could then use the
 	// user's credentials.
 	AllowCredentials bool
+	// AllowEncode serves POST /encode. Zero value: refused (403). The
+	// Web UI reads with /decode; /encode lets any caller encrypt a guess
+	// and compare it with stored ciphertext (the codec is deterministic),
+	// so serve it only to callers you trust with that.
+	AllowEncode bool
 }
 
 // Handler serves the Temporal codec-server protocol (POST /encode and POST
@@ -56,6 +61,10 @@ func (k *Keyring) Handler(opts HandlerOptions) http.Handler {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST, OPTIONS")
 			http.Error(w, "codec: use POST /encode or POST /decode", http.StatusMethodNotAllowed)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/encode") && !opts.AllowEncode {
+			http.Error(w, "codec: /encode is off (start the codec server with --allow-encode)", http.StatusForbidden)
 			return
 		}
 		inner.ServeHTTP(w, r)

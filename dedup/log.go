@@ -94,6 +94,11 @@ type Record struct {
 	// thin record whose result was too large to carry, and on a record
 	// served from one.
 	ResultIn *int `json:"result_in,omitempty"`
+	// NearMiss, on an executed record of a tool that already had records,
+	// names the nearest of them and why it did not serve the call
+	// (docs/rules.md, "Why did it run again?"). A thin record leaves it out
+	// (its holder's record has it).
+	NearMiss *NearMiss `json:"near_miss,omitempty"`
 
 	args       *Args
 	vh         uint64 // the index hash
@@ -139,6 +144,8 @@ type Log struct {
 	// records come before every full one (a run inherits them), so a thin
 	// match is always the earliest of its earlier-turn matches.
 	thin map[thinKey]int32
+	// byTool lists each tool's records in log order, for NearestMiss.
+	byTool map[string][]int32
 }
 
 type thinKey struct{ tool, hash string }
@@ -149,7 +156,7 @@ type chain struct{ head, tail int32 }
 
 // NewLog returns an empty log.
 func NewLog() *Log {
-	return &Log{byHash: map[uint64]chain{}, hs: newHasher()}
+	return &Log{byHash: map[uint64]chain{}, hs: newHasher(), byTool: map[string][]int32{}}
 }
 
 // Len is the number of records.
@@ -188,6 +195,7 @@ func (l *Log) Append(r Record, args *Args) *Record {
 	rec := &r
 	l.recs = append(l.recs, rec)
 	l.index(rec)
+	l.byTool[r.Tool] = append(l.byTool[r.Tool], int32(r.Seq))
 	return rec
 }
 
@@ -300,7 +308,7 @@ func (l *Log) ThinSnapshot(n int, holder string, inline int, resultIn func(r *Re
 	for i, r := range l.recs[:n] {
 		rec := *r
 		if !r.Thin() {
-			rec.ArgsHash, rec.Arguments, rec.Holder = r.args.ArgsHash(), "", holder
+			rec.ArgsHash, rec.Arguments, rec.Holder, rec.NearMiss = r.args.ArgsHash(), "", holder, nil
 			if rec.Holder == rec.Run {
 				rec.Holder = ""
 			}
@@ -409,6 +417,7 @@ func (l *Log) appendThin(r Record) error {
 	rec.args, rec.pending, rec.vh = nil, false, 0
 	rec.next, rec.prev = -1, -1
 	l.recs = append(l.recs, rec)
+	l.byTool[r.Tool] = append(l.byTool[r.Tool], int32(r.Seq))
 	if l.thin == nil {
 		l.thin = map[thinKey]int32{}
 	}

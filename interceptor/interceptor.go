@@ -124,6 +124,14 @@ func WithCall(ctx workflow.Context, c *Call) workflow.Context {
 	return workflow.WithValue(ctx, callKey{}, c)
 }
 
+// CallOf is the tool call an activity context carries (WithCall), or nil:
+// for interceptors outside this one (a replay recorder) to see, once
+// ExecuteActivity returned, whether the call was served (ServedFrom).
+func CallOf(ctx workflow.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
 type workflowOutbound struct {
 	interceptor.WorkflowOutboundInterceptorBase
 	state *State

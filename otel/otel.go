@@ -60,6 +60,12 @@ func (o *Observer) Decision(d workflow.Decision) {
 	if d.KeyHash != "" {
 		attrs = append(attrs, attribute.String("tulip.key_hash", d.KeyHash))
 	}
+	if d.NearMissReason != "" {
+		attrs = append(attrs, attribute.String("tulip.near_miss.reason", string(d.NearMissReason)))
+		if len(d.NearMissPaths) > 0 {
+			attrs = append(attrs, attribute.StringSlice("tulip.near_miss.paths", d.NearMissPaths))
+		}
+	}
 	_, span := o.tracer.Start(context.Background(), "tulip.decision", trace.WithTimestamp(d.At),
 		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
 	if d.Failed {

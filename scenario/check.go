@@ -19,6 +19,17 @@ type Expect struct {
 	SameResult      [][2]string       `json:"same_result"`
 	DifferentResult [][2]string       `json:"different_result"`
 	Status          map[string]string `json:"status"`
+	// NearMiss expects a call's near_miss (the last line of its id): its
+	// reason, and when given its record and the paths of its differences,
+	// in order; null expects none.
+	NearMiss map[string]*NearMissExpect `json:"near_miss"`
+}
+
+// NearMissExpect is one call's expected near_miss.
+type NearMissExpect struct {
+	Reason string   `json:"reason"`
+	Record *int     `json:"record"`
+	Paths  []string `json:"paths"`
 }
 
 // LoadCases reads every conformance case (*.json) in dir, sorted by name.
@@ -89,6 +100,26 @@ func (c Case) Check(lines []Line, sum Summary) []string {
 			errs = append(errs, fmt.Sprintf("%s and %s: results %s / %s should differ", p[0], p[1], last[p[0]].Result, last[p[1]].Result))
 		}
 	}
+	for _, id := range sortedKeys(exp.NearMiss) {
+		want, got := exp.NearMiss[id], last[id].NearMiss
+		switch {
+		case want == nil && got != nil:
+			errs = append(errs, fmt.Sprintf("%s: near miss %s, want none", id, got))
+		case want == nil:
+		case got == nil:
+			errs = append(errs, fmt.Sprintf("%s: no near miss, want reason %q", id, want.Reason))
+		default:
+			var paths []string
+			for _, d := range got.Differences {
+				paths = append(paths, d.Path)
+			}
+			if string(got.Reason) != want.Reason || (want.Record != nil && *want.Record != got.Record) ||
+				(want.Paths != nil && strings.Join(paths, " ") != strings.Join(want.Paths, " ")) {
+				errs = append(errs, fmt.Sprintf("%s: near miss %q (record %d, paths %v), want %q (record %v, paths %v)",
+					id, got.Reason, got.Record, paths, want.Reason, fmtPtr(want.Record), want.Paths))
+			}
+		}
+	}
 	status := map[string]string{}
 	for _, r := range sum.Runs {
 		status[strconv.Itoa(r.Run)] = r.Status
@@ -99,6 +130,13 @@ func (c Case) Check(lines []Line, sum Summary) []string {
 		}
 	}
 	return errs
+}
+
+func fmtPtr(p *int) string {
+	if p == nil {
+		return "any"
+	}
+	return strconv.Itoa(*p)
 }
 
 func decode(raw json.RawMessage) any {

@@ -160,6 +160,31 @@ func (r Run) Model() activities.Model {
 	})
 }
 
+// ThreadModel is one model that plays runs[i] in the i-th run of a thread:
+// register it under one name and start every run of the thread with it. A
+// run's place on the thread is the number of final answers (assistant
+// messages without tool calls) in the conversation it is shown: each
+// earlier run ended with one. A run that failed before its answer is not
+// counted; a thread's runs past the last script answer nothing.
+func ThreadModel(runs ...Run) activities.Model {
+	models := make([]activities.Model, len(runs))
+	for i, r := range runs {
+		models[i] = r.Model()
+	}
+	return activities.ModelFunc(func(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		i := 0
+		for _, m := range req.Messages {
+			if m.Role == "assistant" && len(m.ToolCalls) == 0 {
+				i++
+			}
+		}
+		if i >= len(models) {
+			return activities.ModelResponse{}, nil
+		}
+		return models[i].Respond(ctx, req)
+	})
+}
+
 // ModelName is the worker's model name for run i (0-based) under prefix.
 func ModelName(prefix string, i int) string { return fmt.Sprintf("scenario:%s:run-%d", prefix, i+1) }
 

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tulip-temporal/tulip/dedup"
 )
 
 func writeFile(t *testing.T, name, text string) string {
@@ -100,4 +103,80 @@ func TestCLIDemoHistoryReplayInspect(t *testing.T) {
 	// One word for a served call: the table and the log say the same.
 	assert.Contains(t, stdout, "served (record 0, earlier turn)")
 	assert.NotContains(t, stdout, "cached")
+}
+
+// Why did it run again? A refund repeated with another amount and a repeat
+// of a tool that is not idempotent each say so in the trace table, in
+// 'tulip inspect' and in 'tulip explain', which ranks the tool's records
+// and finds an equal record in another agent's log.
+func TestCLIExplain(t *testing.T) {
+	call := func(id, name, args string) map[string]string {
+		return map[string]string{"id": id, "name": name, "arguments": args}
+	}
+	turn := func(calls ...map[string]string) map[string]any { return map[string]any{"tool_calls": calls} }
+	sc := map[string]any{"runs": []map[string]any{
+		{"thread_id": "t", "turns": []map[string]any{
+			turn(call("c1", "issue_refund", `{"order_id": "ord-4821", "amount": 120.0}`)),
+			turn(call("c2", "issue_refund", `{"order_id": "ord-4821", "amount": 120.5}`)),
+			turn(call("c3", "mint_case_id", `{}`)),
+			turn(call("c4", "mint_case_id", `{}`)),
+			{"text": "done"}}},
+		{"thread_id": "t", "agent": "billing", "turns": []map[string]any{
+			turn(call("c5", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`)), {"text": "done"}}},
+	}}
+	file := filepath.Join(t.TempDir(), "explain.json")
+	b, err := json.Marshal(sc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, b, 0o644))
+
+	stdout, stderr, code := runCLI(t, "run", "--scenario", file, "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "executed (nearest: record 0, /amount 120.0 → 120.5)")
+	assert.Contains(t, stdout, "executed (nearest: record 2, same arguments, tool not idempotent)")
+	thread := regexp.MustCompile(`Run 1 \((\S+)\)`).FindStringSubmatch(stdout)
+	require.Len(t, thread, 2, stdout)
+
+	stdout, stderr, code = runCLI(t, "inspect", thread[1], "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "executed (nearest: record 0, /amount 120.0 → 120.5)")
+	assert.Contains(t, stdout, "executed (nearest: record 2, same arguments, tool not idempotent)")
+
+	stdout, stderr, code = runCLI(t, "explain", thread[1], "c2", "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "it ran: nearest: record 0, /amount 120.0 → 120.5\nwhy: its arguments differ")
+	assert.Regexp(t, `(?m)^1\s+0\s+c1\s+1\s+executed\s+1\s+/amount 120.0 → 120.5$`, stdout)
+
+	stdout, stderr, code = runCLI(t, "explain", thread[1], "c4", "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "why: the tool is not declared idempotent")
+	assert.Regexp(t, `(?m)^1\s+2\s+c3\s+3\s+executed\s+0\s+same values$`, stdout)
+
+	stdout, stderr, code = runCLI(t, "explain", thread[1], "c1", "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "it ran: no earlier record of issue_refund in this log")
+	assert.Contains(t, stdout, "agent billing has an equal record (0, call c5)")
+
+	stdout, stderr, code = runCLI(t, "explain", thread[1], "c5", "--agent", "billing", "--json", "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	var ex struct {
+		Call struct {
+			Seq      int             `json:"seq"`
+			NearMiss *dedup.NearMiss `json:"near_miss"`
+		} `json:"call"`
+		Candidates  []dedup.Candidate `json:"candidates"`
+		OtherAgents []struct {
+			Agent  string `json:"agent"`
+			CallID string `json:"call_id"`
+		} `json:"other_agents"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &ex), stdout)
+	assert.Nil(t, ex.Call.NearMiss, "agents never see each other's records")
+	assert.Empty(t, ex.Candidates)
+	require.Len(t, ex.OtherAgents, 1, "of support's two refunds, the one with equal values")
+	assert.Equal(t, "support", ex.OtherAgents[0].Agent)
+	assert.Equal(t, "c1", ex.OtherAgents[0].CallID)
+	_, stderr, code = runCLI(t, "explain", thread[1], "c9", "--address", server.Address())
+	assert.Equal(t, 1, code)
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %s", stderr)
+	assert.Contains(t, stderr, "no record of call c9")
 }

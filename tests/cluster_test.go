@@ -139,11 +139,24 @@ func TestClusterFailover(t *testing.T) {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 
+	// startWorkflow starts id until the server takes it: right after a
+	// fault (PostgreSQL restarted, say) a frontend can answer a start with
+	// Unavailable or, while its namespace cache refills, NamespaceNotFound.
+	// A retried start that had landed returns the same run (the default
+	// reuse behaviour), so retrying cannot start two.
 	startWorkflow := func(id string, n int) client.WorkflowRun {
 		t.Helper()
-		run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq, WorkflowTaskTimeout: 2 * time.Second}, "cluster-steps", n)
-		require.NoError(t, err)
-		return run
+		for {
+			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+			run, err := cl.ExecuteWorkflow(sctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq, WorkflowTaskTimeout: 2 * time.Second}, "cluster-steps", n)
+			scancel()
+			if err == nil {
+				return run
+			}
+			require.NoError(t, ctx.Err(), "start %s: %v", id, err)
+			t.Logf("start %s: %v (retrying)", id, err)
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	// signal sends step i to id until the server takes it.
 	signal := func(id string, i int) {

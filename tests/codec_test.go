@@ -31,6 +31,7 @@ import (
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -325,4 +326,74 @@ func TestCLICodecServer(t *testing.T) {
 	assert.JSONEq(t, `{"order_id":"ord-4821"}`, string(got.Payloads[0].GetData()))
 	status, _ = post("http://elsewhere.example")
 	assert.Equal(t, http.StatusForbidden, status)
+	resp, err := http.Post(url+"/encode", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "/encode is off unless asked for")
+	assert.Contains(t, errb.String(), "warning: key file "+f+" has mode 0644", "a key file others can read is named")
+}
+
+// `tulip keygen -o FILE` appends a fresh key to a key file of mode 0600;
+// `tulip history` writes its file 0600 (it holds prompts and results).
+func TestCLIPrivateFiles(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "keys.txt")
+	for _, id := range []string{"k1", "k2"} {
+		_, stderr, code := runCLI(t, "keygen", id, "-o", f)
+		require.Equal(t, 0, code, stderr)
+		assert.NotContains(t, stderr, "warning")
+	}
+	fi, err := os.Stat(f)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	keys, err := codec.LoadKeyFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"k1", "k2"}, keys.KeyIDs())
+
+	c := dial(t, server.Address())
+	h, res := runScript(t, c, demo.NewToolbox(), scenario.Run{Turns: []scenario.Turn{turn(call("c1", "lookup_order", `{"order_id": "o"}`))}}, agent.RunOptions{})
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	out := filepath.Join(t.TempDir(), "h.json")
+	require.NoError(t, os.WriteFile(out, nil, 0o644))
+	_, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", out, "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	fi, err = os.Stat(out)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "even over a file that was 0644")
+}
+
+// Replaying an encrypted thread whose large payloads are in a blob store,
+// through the library: a history exported decrypted still needs the key
+// (its blobs stay ciphertext), and without it ReplayHistories names the
+// key before any replay; with the worker's key file and blob store
+// (ReplayOptions.Keys, Blobs) it replays. 'tulip history' without the key
+// refuses in one line instead of writing ciphertext in silence.
+func TestReplayEncryptedBlobHistory(t *testing.T) {
+	blobs, err := blobstore.NewDir(t.TempDir())
+	require.NoError(t, err)
+	k1 := codec.Key{ID: "k1", Secret: bytes.Repeat([]byte{1}, 32)}
+	keyPath := keyFile(t, k1)
+	c := encryptedClient(t, server.Address(), keyPath, blobs)
+	tb := demo.NewToolbox()
+	big := scenario.Run{Turns: []scenario.Turn{turn(call("a1", "audit_append", fmt.Sprintf(`{"note": %q}`, strings.Repeat("z", 100<<10))))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": big.Model()}, func(o *tworker.Options) { o.PayloadLimit = -1 })
+	h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	require.NoError(t, err)
+
+	file := filepath.Join(t.TempDir(), "h.json")
+	_, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", file, "--address", server.Address(), "--codec-key-file", keyPath)
+	require.Equal(t, 0, code, stderr)
+	keys, err := codec.LoadKeyFile(keyPath)
+	require.NoError(t, err)
+	opts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
+
+	err = tworker.ReplayHistories(opts, tworker.ReplayOptions{Blobs: blobs}, file)
+	var ke *codec.KeyError
+	require.ErrorAs(t, err, &ke, "the blob is ciphertext: %v", err)
+	assert.Equal(t, file+`: replay failed: payload is encrypted with key "k1": give the key file (--codec-key-file or TULIP_CODEC_KEY_FILE)`, err.Error())
+	assert.NoError(t, tworker.ReplayHistories(opts, tworker.ReplayOptions{Keys: keys, Blobs: blobs}, file))
+
+	stdout, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", filepath.Join(t.TempDir(), "x.json"), "--address", server.Address())
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, `tulip: history of `+h.WorkflowID+`: payload is encrypted with key "k1": give the key file (--codec-key-file or TULIP_CODEC_KEY_FILE) (or --encoded to write it as stored)`, strings.TrimSpace(stderr))
 }

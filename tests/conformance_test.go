@@ -64,3 +64,24 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestNearMissThroughTheCLI plays the near-miss cases (testdata/nearmiss,
+// every reason of docs/rules.md "Why did it run again?") through 'tulip
+// run --scenario FILE --json' against the embedded server.
+func TestNearMissThroughTheCLI(t *testing.T) {
+	files, err := filepath.Glob("../testdata/nearmiss/*.json")
+	require.NoError(t, err)
+	cases, err := scenario.LoadCases("../testdata/nearmiss")
+	require.NoError(t, err)
+	require.Len(t, cases, len(files))
+	for i, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			out, errOut, _ := runCLI(t, "run", "--scenario", files[i], "--json", "--address", server.Address())
+			lines, sum := parseTrace(t, out)
+			require.NotNil(t, sum.BodyInvocations, "no summary line; stderr: %s", errOut)
+			for _, e := range c.Check(lines, sum) {
+				t.Error(e)
+			}
+		})
+	}
+}

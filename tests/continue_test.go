@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -11,12 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -40,41 +45,48 @@ func chainScript() scenario.Run {
 }
 
 // playChain runs chainScript on a thread, continuing as new every
-// `every` turns, resumes its interrupt, and returns the final result and
-// the toolbox.
-func playChain(t *testing.T, every int) (*workflow.RunResult, *demo.Toolbox, string) {
+// `every` turns, resumes its interrupt, and returns the final result (its
+// whole trace) and the toolbox. The run's workflow ID is its own, its
+// input's thread_id is scope: two plays with one scope derive the same
+// downstream keys (a key hashes its thread), so they compare whole.
+func playChain(t *testing.T, every int, scope string) (*workflow.RunResult, *demo.Toolbox, string) {
 	c := dial(t, server.Address())
 	tb := demo.NewToolbox()
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": chainScript().Model()})
-	thread := threadID(t)
-	opts := agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go", Hooks: []string{"approve_isolate_host"},
-		ContinueAfterTurns: every}
-	h, err := agent.Start(ctxT(t), c, opts)
+	id := threadID(t)
+	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: id, TaskQueue: tq}, workflow.WorkflowName,
+		workflow.RunInput{ThreadID: scope, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: every})
 	require.NoError(t, err)
+	h := agent.Handle{WorkflowID: id, RunID: run.GetRunID()}
 	res, err := agent.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	out, err := agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	out, err := agent.Resume(ctxT(t), c, id, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	assert.False(t, out.Duplicate)
-	// A second delivery of the same resume is a no-op, in whatever run of
-	// the chain it lands.
 	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
-	return res, tb, thread
+	res.Trace, err = agent.Trace(ctxT(t), c, h, res)
+	require.NoError(t, err)
+	return res, tb, id
 }
 
 // A run that continues as new mid-thread behaves exactly as one run: the
-// same outcomes, served-from records and downstream keys; an interrupt and
-// its resume work across the boundary; the next run on the thread serves
-// the chain's records.
+// same outcomes, served-from records and downstream keys (every tool's,
+// whole: a key of a tool that is not idempotent counts the executions
+// before it, and the count crosses the boundary); no two executions of a
+// tool that is not idempotent share a key; an interrupt and its resume
+// work across the boundary; the next run on the thread serves the chain's
+// records.
 func TestContinueAsNewIsOneRun(t *testing.T) {
-	one, tbOne, _ := playChain(t, 0)
-	chain, tbChain, thread := playChain(t, 2)
+	scope := threadID(t)
+	one, tbOne, _ := playChain(t, 0, scope)
+	chain, tbChain, thread := playChain(t, 2, scope)
 	assert.Equal(t, 0, one.ContinuedAsNew)
 	assert.GreaterOrEqual(t, chain.ContinuedAsNew, 3)
 	require.Len(t, chain.Trace, len(one.Trace))
+	executed := map[string]string{}
 	for i := range one.Trace {
 		a, b := one.Trace[i], chain.Trace[i]
 		assert.Equal(t, a.CallID, b.CallID)
@@ -82,8 +94,15 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 		assert.Equal(t, a.ServedFrom, b.ServedFrom, a.CallID)
 		assert.Equal(t, a.Turn, b.Turn, a.CallID)
 		assert.JSONEq(t, string(a.Result), string(b.Result), a.CallID)
-		if a.Tool == "issue_refund" {
-			assert.Equal(t, a.Key[:6], b.Key[:6])
+		assert.Equal(t, a.Key, b.Key, "%s (%s): the whole downstream key", a.CallID, a.Tool)
+		// A tool that is not idempotent makes something new each time:
+		// no two of its executions may share a key (an idempotent tool's
+		// identical calls do, by design: the service dedups them).
+		if (b.Tool == "mint_case_id" || b.Tool == "lookup_order") && (b.Outcome == workflow.OutcomeExecuted || b.Outcome == workflow.OutcomeDangling) {
+			if prev, dup := executed[b.Key]; dup {
+				t.Errorf("%s and %s executed under one key %s", prev, b.CallID, b.Key)
+			}
+			executed[b.Key] = b.CallID
 		}
 	}
 	assert.Equal(t, tbOne.Invocations(), tbChain.Invocations())
@@ -110,11 +129,24 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 	tb := demo.NewToolbox()
 	next := scenario.Run{Turns: []scenario.Turn{turn(call("d1", "issue_refund", refund))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"n": next.Model()})
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "n", ThreadID: thread, Message: "again"})
+	r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+		workflow.RunInput{ThreadID: scope, Model: "n", Message: "again"})
 	require.NoError(t, err)
+	var res workflow.RunResult
+	require.NoError(t, r.Get(ctxT(t), &res))
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	require.NotNil(t, res.Trace[0].ServedFrom)
 	assert.Equal(t, 0, *res.Trace[0].ServedFrom)
+
+	// 'tulip history --all-runs' writes every run of the thread: the
+	// chain's and the next run; each replays.
+	all := filepath.Join(t.TempDir(), "thread.json")
+	_, stderr, code = runCLI(t, "history", thread, "--all-runs", "-o", all, "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	files, _ = filepath.Glob(strings.TrimSuffix(all, ".json") + "-*.json")
+	require.Len(t, files, chain.ContinuedAsNew+2, stderr)
+	_, stderr, code = runCLI(t, append([]string{"replay"}, files...)...)
+	require.Equal(t, 0, code, stderr)
 }
 
 // Without a blob store, a run whose state is larger than one payload still
@@ -186,4 +218,33 @@ func pad(n int) string {
 		b[i] = 'x'
 	}
 	return string(b)
+}
+
+// Storage settings in one place: the plugin given to a client with External
+// Storage reaches that client's workers and lifts the payload limit, so a
+// 2.5 MB tool result goes to the blob store instead of failing the call.
+func TestPluginOnClientTakesItsStorage(t *testing.T) {
+	big := activities.MustTool(activities.ToolSpec{Name: "big_result", Idempotent: true},
+		func(context.Context, struct{}) (string, error) { return pad(5 << 19), nil })
+	run := scenario.Run{Turns: []scenario.Turn{turn(call("b1", "big_result", "{}"))}}
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": run.Model()}})
+	require.NoError(t, err)
+	blobs := &blobstore.Memory{}
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
+		ExternalStorage: blobstore.ExternalStorage(blobs, 0), Plugins: []client.Plugin{plugin}})
+	require.NoError(t, err)
+	defer c.Close()
+	tq := taskQueue(t.Name())
+	w := sdkworker.New(c, tq, sdkworker.Options{}) // the client's plugin
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	require.NoError(t, err)
+	trace, err := agent.Trace(ctxT(t), c, h, res)
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeExecuted, trace[0].Outcome)
+	assert.Nil(t, trace[0].Error, "no payload limit with the client's blob store")
+	assert.Len(t, trace[0].Result, len(pad(5<<19))+2, "the whole result, read back")
+	n, _ := blobs.Stats()
+	assert.Greater(t, n, 0)
 }

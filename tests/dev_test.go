@@ -200,6 +200,37 @@ func TestCLIDevMetrics(t *testing.T) {
 	assert.Regexp(t, `(?m)^tulip_tool_calls_total\{[^}]*outcome="executed"[^}]*tool="mint_case_id"[^}]*\} 2$`, text)
 	assert.Contains(t, text, "tulip_tool_latency_seconds_bucket")
 	assert.Contains(t, text, "temporal_", "the SDK's own metrics")
+
+	// An interrupt and its resume, and a run that continues as new: every
+	// tulip metric, by the name the exporter gives it (the README's table),
+	// and no tag with an empty value.
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "support", Message: "isolate web-1",
+		Hooks: []string{"approve_isolate_host"}})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
+	require.NoError(t, err)
+	_, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	require.NoError(t, err)
+	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", Message: "refund", ContinueAfterTurns: 2})
+	require.NoError(t, err)
+	require.Greater(t, res.ContinuedAsNew, 0)
+	resp, err = http.Get(url)
+	require.NoError(t, err)
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	text = string(body)
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^(tulip_[a-z_]+)\{`).FindAllStringSubmatch(text, -1) {
+		names[m[1]] = true
+	}
+	for _, want := range []string{"tulip_tool_calls_total", "tulip_served_calls_total", "tulip_tool_latency_seconds_bucket",
+		"tulip_model_latency_seconds_bucket", "tulip_model_turn_latency_seconds_bucket", "tulip_interrupts_opened_total",
+		"tulip_interrupts_resumed_total", "tulip_continued_as_new_total", "tulip_state_bytes", "tulip_near_misses_total"} {
+		assert.True(t, names[want], "%s in %v", want, names)
+	}
+	assert.NotRegexp(t, `(?m)^tulip_[^{]*\{[^}]*=""`, text, "no empty tag values")
 	cancel()
 	<-done
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 )
 
@@ -97,4 +98,53 @@ func Example_refundRecipe() {
 	// d page_oncall cached -> paged case-1
 	// Refunded and paged.
 	// refund body ran 1 time(s), page body 1 time(s)
+}
+
+// A thread of two runs, scripted by one model (scenario.ThreadModel plays
+// the i-th script in the thread's i-th run): the second run asks for the
+// same refund, and the thread's log serves it.
+func Example_threadModel() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var refunds atomic.Int32
+	issueRefund := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true},
+		func(ctx context.Context, a map[string]any) (map[string]any, error) {
+			return map[string]any{"refund_id": fmt.Sprintf("rf-%d", refunds.Add(1))}, nil
+		})
+	refund := []activities.ToolCall{{ID: "r1", Name: "issue_refund", Arguments: `{"order_id": "ord-4821", "amount": 120.0}`}}
+	again := []activities.ToolCall{{ID: "r2", Name: "issue_refund", Arguments: `{"amount": 120, "order_id": "ord-4821"}`}}
+	done := "done"
+	model := scenario.ThreadModel(
+		scenario.Run{Turns: []scenario.Turn{{ToolCalls: refund}, {Text: &done}}}, // the thread's first run
+		scenario.Run{Turns: []scenario.Turn{{ToolCalls: again}, {Text: &done}}},  // its second
+	)
+
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger()})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{issueRefund}, Models: map[string]activities.Model{"script": model}})
+	if err != nil {
+		panic(err)
+	}
+	w := sdkworker.New(c, "thread-model", sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	if err := w.Start(); err != nil {
+		panic(err)
+	}
+	defer w.Stop()
+
+	thread := fmt.Sprintf("customer-%d", time.Now().UnixNano())
+	for range 2 {
+		_, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: "thread-model", Model: "script", ThreadID: thread, Message: "refund ord-4821"})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Trace[0].CallID, res.Trace[0].Outcome)
+	}
+	fmt.Println("refund body ran", refunds.Load(), "time(s)")
+	// Output:
+	// r1 executed
+	// r2 cached
+	// refund body ran 1 time(s)
 }

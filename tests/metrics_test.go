@@ -38,7 +38,7 @@ func newMemMetrics() *memMetrics {
 func (m *memMetrics) key(name string) string {
 	var parts []string
 	for k, v := range m.tags {
-		if v != "" && (k == "tool" || k == "outcome" || k == "relation" || k == "kind" || k == "hook") {
+		if v != "" && (k == "tool" || k == "outcome" || k == "relation" || k == "kind" || k == "hook" || k == "reason") {
 			parts = append(parts, k+"="+v)
 		}
 	}
@@ -117,7 +117,11 @@ func TestMetricsCountDecisions(t *testing.T) {
 	}
 	want := map[string]int64{}
 	served := int64(0)
+	nearMisses := map[string]int64{}
 	for _, l := range trace {
+		if l.NearMiss != nil {
+			nearMisses[workflow.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
+		}
 		parts := []string{"outcome=" + string(l.Outcome)}
 		if l.Relation != "" {
 			parts = append(parts, "relation="+string(l.Relation))
@@ -136,8 +140,10 @@ func TestMetricsCountDecisions(t *testing.T) {
 			gotServed += v
 		}
 		assert.Equal(t, served, gotServed, "%s: side effects prevented", when)
+		assert.Equal(t, nearMisses, mm.withPrefix(workflow.MetricNearMisses+"{"), "%s: near misses", when)
 	}
 	check("after the runs")
+	assert.Equal(t, int64(1), nearMisses[workflow.MetricNearMisses+"{reason=not_idempotent,tool=mint_case_id}"], "the second mint ran: not idempotent")
 	assert.Equal(t, int64(4), served)
 	assert.Equal(t, int64(tb.Invocations()["issue_refund"]), mm.get(activities.MetricToolLatency+"{outcome=ok,tool=issue_refund}"), "one timing per body attempt")
 	assert.Greater(t, mm.get(workflow.MetricModelTurnLatency+"{}"), int64(0))
@@ -189,6 +195,15 @@ func TestTracingSpans(t *testing.T) {
 	assert.Equal(t, "earlier_turn", attrs["tulip.relation"])
 	assert.Equal(t, "0", attrs["tulip.served_from"])
 	assert.Len(t, attrs["tulip.key_hash"], 16)
+	var nearMiss []string // the second mint_case_id ran again: not idempotent
+	for _, s := range exp.GetSpans() {
+		for _, a := range s.Attributes {
+			if a.Key == "tulip.near_miss.reason" {
+				nearMiss = append(nearMiss, a.Value.AsString())
+			}
+		}
+	}
+	assert.Equal(t, []string{"not_idempotent"}, nearMiss)
 	for _, s := range exp.GetSpans() {
 		for _, a := range s.Attributes {
 			assert.NotContains(t, a.Value.Emit(), "ord-4821", "no arguments or results in spans")
@@ -250,4 +265,77 @@ func TestMetricsOnceWhenATaskIsRetried(t *testing.T) {
 	}
 	assert.Equal(t, int64(len(res.Trace)), calls, "each decision counted once")
 	assert.Equal(t, len(res.Trace), obs.decisions, "each decision observed once")
+}
+
+// Every tulip metric counts exactly, before and after a replay: a run with
+// an interrupt and its resume that continues as new every 2 turns. The
+// sticky cache is off in this package, so every workflow task replayed the
+// run; a query of each run of the chain replays it once more, and nothing
+// moves.
+func TestMetricsExactAcrossReplay(t *testing.T) {
+	mm := newMemMetrics()
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(), MetricsHandler: mm})
+	require.NoError(t, err)
+	defer c.Close()
+	tb := demo.NewToolbox()
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
+	opts := agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: 2}
+	h, res, err := agent.Run(ctxT(t), c, opts)
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
+	require.NoError(t, err)
+	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	trace, err := agent.Trace(ctxT(t), c, h, res)
+	require.NoError(t, err)
+
+	want := map[string]int64{}
+	for _, l := range trace {
+		parts := []string{"outcome=" + string(l.Outcome), "tool=" + l.Tool}
+		if l.Relation != "" {
+			parts = append(parts, "relation="+string(l.Relation))
+		}
+		sort.Strings(parts)
+		want[workflow.MetricToolCalls+"{"+strings.Join(parts, ",")+"}"]++
+		if l.Outcome == workflow.OutcomeCached {
+			want[workflow.MetricServedCalls+"{relation="+string(l.Relation)+",tool="+l.Tool+"}"]++
+		}
+		if l.NearMiss != nil {
+			want[workflow.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
+		}
+	}
+	for tool, n := range tb.Invocations() {
+		if n > 0 {
+			want[activities.MetricToolLatency+"{outcome=ok,tool="+tool+"}"] = int64(n)
+		}
+	}
+	want[activities.MetricModelLatency+"{outcome=ok}"] = int64(res.Turns)
+	want[workflow.MetricModelTurnLatency+"{}"] = int64(res.Turns)
+	want[workflow.MetricInterruptsOpened+"{hook=approve_isolate_host}"] = 1
+	want[workflow.MetricInterruptsResumed+"{hook=approve_isolate_host}"] = 1
+	want[workflow.MetricContinuedAsNew+"{}"] = int64(res.ContinuedAsNew)
+	want[workflow.MetricStateBytes+"{kind=continue_as_new}"] = int64(res.ContinuedAsNew)
+	require.GreaterOrEqual(t, res.ContinuedAsNew, 3)
+	got := func() map[string]int64 {
+		out := map[string]int64{}
+		for k, v := range mm.withPrefix("tulip_") {
+			out[k] = v
+		}
+		return out
+	}
+	assert.Equal(t, want, got(), "after the run")
+
+	// Replay every run of the chain (a query each).
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, "")
+	require.NoError(t, err)
+	for runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); runID != ""; {
+		_, err := c.QueryWorkflow(ctxT(t), h.WorkflowID, runID, workflow.QueryState)
+		require.NoError(t, err)
+		hist := history(t, c, h.WorkflowID, runID)
+		runID = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+	}
+	assert.Equal(t, want, got(), "after replaying every run")
 }

@@ -60,9 +60,12 @@ func TestReplayBadHistory(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, bad, re.File)
 	// The SDK exports no type for this failure; TMPRL1100 is its documented
-	// code for nondeterminism.
-	assert.Contains(t, err.Error(), "TMPRL1100")
-	assert.NotContains(t, err.Error(), "\n", "one line")
+	// code for nondeterminism. tulip says which tool call differs, and why
+	// it probably does.
+	assert.Contains(t, re.Err.Error(), "TMPRL1100")
+	explained := bad + ": replay failed: event 25 schedules tulip.tool.issue_refund (call c2), but this worker's code served the call from the log (record 0): " +
+		"was issue_refund idempotent when the history was recorded? (likely: its Idempotent flag changed, or a hook now rewrites its arguments)"
+	assert.Equal(t, explained, err.Error())
 	t.Log(err)
 
 	// The same history replays without the interceptor: the failure is the
@@ -81,7 +84,7 @@ func TestReplayBadHistory(t *testing.T) {
 	// for your own workflows. No stack trace.
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	require.Len(t, lines, 2, stderr)
-	assert.Equal(t, "tulip: "+bad+": replay failed: [TMPRL1100] lookup failed for scheduledEventID to activityID: scheduleEventID: 31, activityID: 31", lines[0])
+	assert.Equal(t, "tulip: "+explained, lines[0])
 	assert.Contains(t, lines[1], "worker.ReplayHistories")
 }
 
@@ -269,3 +272,35 @@ func runIDs(t *testing.T, c client.Client, workflowID string) []string {
 }
 
 var _ = strings.TrimSpace
+
+// A replay failure names the tool call and the likely cause, the other way
+// round too: a history recorded with a tool that was not idempotent (its
+// repeat ran) replays on a worker where it is; one recorded with it
+// idempotent (its repeat served) replays on a worker where it is not.
+func TestReplayNamesTheTool(t *testing.T) {
+	c := dial(t, server.Address())
+	run := scenario.Run{Turns: []scenario.Turn{turn(call("t1", "create_ticket", `{"title": "x"}`)), turn(call("t2", "create_ticket", `{"title": "x"}`))}}
+	ticket := func(idempotent bool) *activities.Tool {
+		return activities.MustTool(activities.ToolSpec{Name: "create_ticket", Idempotent: idempotent},
+			func(context.Context, map[string]any) (map[string]string, error) {
+				return map[string]string{"id": "T-1"}, nil
+			})
+	}
+	record := func(idempotent bool) string {
+		tq := taskQueue(t.Name())
+		startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{ticket(idempotent)}, Models: map[string]activities.Model{"m": run.Model()}})
+		h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m"})
+		require.NoError(t, err)
+		f := filepath.Join(t.TempDir(), fmt.Sprintf("idempotent-%v.json", idempotent))
+		writeHistory(t, c, h, f)
+		return f
+	}
+	ran, served := record(false), record(true)
+	err := tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{ticket(true)}}, tworker.ReplayOptions{}, ran)
+	require.Error(t, err)
+	assert.Regexp(t, `^.*: replay failed: event \d+ schedules tulip.tool.create_ticket \(call t2\), but this worker's code served the call from the log \(record 0\): was create_ticket idempotent`, err.Error())
+	err = tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{ticket(false)}}, tworker.ReplayOptions{}, served)
+	require.Error(t, err)
+	assert.Regexp(t, `^.*: replay failed: this worker's code schedules tulip.tool.create_ticket \(call t2\), which the history serves from the log instead: was create_ticket idempotent`, err.Error())
+	assert.NoError(t, tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{ticket(true)}}, tworker.ReplayOptions{}, served))
+}

@@ -180,8 +180,17 @@ func TestStrictInputs(t *testing.T) {
 		var app *temporal.ApplicationError
 		require.ErrorAs(t, err, &app)
 		assert.Equal(t, activities.ErrBadInput, app.Type())
-		assert.Equal(t, `run input: unknown field "maxTurns" (did you mean "max_turns"?)`, app.Message())
+		assert.Equal(t, `run input: unknown fields "maxTurns" (did you mean "max_turns"?), "threadId" (did you mean "thread_id"?)`, app.Message(),
+			"every unknown field, named")
 		assert.True(t, app.NonRetryable())
+		// Every failure's details are the RunResult so far (here: nothing
+		// ran), its trace an array.
+		var details workflow.RunResult
+		require.NoError(t, app.Details(&details))
+		assert.Equal(t, workflow.StatusFailed, details.Status)
+		assert.Equal(t, app.Message(), details.Error)
+		assert.NotNil(t, details.Trace)
+		assert.Nil(t, details.State, "a refused run leaves no state")
 	})
 
 	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Hooks: []string{"approve_isolate_host"}})

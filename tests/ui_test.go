@@ -147,6 +147,9 @@ func TestWebUI(t *testing.T) {
 		DecodedMessage  bool     `json:"decoded_message"`
 		QueryTypes      []string `json:"query_types"`
 		LogQuery        string   `json:"log_query"`
+		CurrentDetails  string   `json:"current_details"`
+		ActivitySummary string   `json:"activity_summary"`
+		RunSummary      string   `json:"run_summary"`
 		Screenshots     []string `json:"screenshots"`
 	}
 	require.NoError(t, json.Unmarshal(stdout, &got), "%s\nstderr: %s", stdout, stderr.String())
@@ -158,6 +161,13 @@ func TestWebUI(t *testing.T) {
 	assert.Contains(t, got.QueryTypes, "tulip.log")
 	assert.Contains(t, got.LogQuery, "ord-4821", "the tulip.log query result, decrypted")
 	assert.Contains(t, got.LogQuery, `"origin"`)
+	// User metadata: no events, shown by the UI, decrypted by the codec.
+	t.Logf("current details: %s", got.CurrentDetails)
+	assert.Contains(t, got.CurrentDetails, "served from the log")
+	assert.Regexp(t, `served\s+from record 0 \(earlier_turn\)`, got.CurrentDetails, "the served refund, marked")
+	assert.Regexp(t, `near miss\s+nearest: record 3, same arguments, tool not idempotent`, got.CurrentDetails, "the second mint, marked")
+	assert.Contains(t, got.RunSummary, "tulip agent support · model demo · thread "+thread, "the run's summary")
+	assert.Contains(t, got.ActivitySummary, "issue_refund · refund:ord-4821:120:v1", "a tool activity's summary: tool and key")
 }
 
 func freeTCPPort(t *testing.T) int {

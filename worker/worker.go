@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -52,12 +53,12 @@ type Options struct {
 	// changes what the logs hold or how calls match. Zero value:
 	// everything.
 	Conversation activities.ConversationPolicy
-	// PayloadLimit is the largest payload a run writes (its result, its
-	// continue-as-new state); a run that would write more fails at once
-	// with tulip.PayloadTooLarge, and its thread keeps every record. Zero
-	// value: a little under Temporal's 2 MiB. Set -1 when the client
-	// stores large payloads externally (client.Options.ExternalStorage,
-	// see package blobstore).
+	// PayloadLimit is the largest payload a run, a model response or a tool
+	// result may be (tulip.PayloadTooLarge beyond it, before anything is
+	// lost). Zero value: a little under Temporal's 2 MiB; or, when the
+	// plugin is given to the client (client.Options.Plugins) and the client
+	// stores large payloads externally (client.Options.ExternalStorage, see
+	// package blobstore), no limit. -1: no limit.
 	PayloadLimit int
 	// ModelHeartbeatTimeout is how long a model call may go without a
 	// heartbeat (tulip sends them while the model answers) before Temporal
@@ -181,6 +182,14 @@ func NewInterceptor() sdkinterceptor.WorkerInterceptor { return interceptor.New(
 // NewPlugin returns a worker plugin that registers everything on workers and
 // on workflow replayers, and installs the dedup interceptor on both.
 func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
+	return newPlugin(opts)
+}
+
+// newPlugin is NewPlugin with interceptors whose workflow outbound calls
+// come before (outside) the dedup interceptor's: they see every tool call,
+// served ones too. (The SDK chains outbound interceptors last-listed
+// first.)
+func newPlugin(opts Options, outer ...sdkinterceptor.WorkerInterceptor) (*temporal.SimplePlugin, error) {
 	if _, err := workflow.New(opts.config()); err != nil {
 		return nil, err // validate up front, not at worker start
 	}
@@ -190,7 +199,18 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 	registered := map[string]bool{}
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
-		WorkerInterceptors: []sdkinterceptor.WorkerInterceptor{interceptor.New()},
+		WorkerInterceptors: append([]sdkinterceptor.WorkerInterceptor{interceptor.New()}, outer...),
+		ConfigureClient: func(_ context.Context, o client.PluginConfigureClientOptions) error {
+			// Given to the client (client.Options.Plugins), the plugin
+			// reaches every worker of that client and sees where its
+			// payloads go: with External Storage, no payload limit.
+			mu.Lock()
+			defer mu.Unlock()
+			if opts.PayloadLimit == 0 && len(o.ClientOptions.ExternalStorage.Drivers) > 0 {
+				opts.PayloadLimit = -1
+			}
+			return nil
+		},
 		ConfigureWorker: func(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
 			// A stopping worker lets in-flight tool and model calls finish.
 			if o.WorkerOptions.WorkerStopTimeout == 0 {

@@ -53,6 +53,7 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 		}
 		r.addTrace(ctx, st.line, st.msg)
 	}
+	r.showDetails(ctx)
 }
 
 // addTrace adds a settled call's trace line and its tool message.
@@ -130,18 +131,23 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 	if reason, ask := r.needsApproval(tool, post, response); ask {
 		return nil, ApprovalHook, reason, post, true
 	}
-	return r.launch(ctx, tool, call, post, response, !r.resumed, true), "", "", nil, false
+	var pre *dedup.Args
+	if post != args {
+		pre = args
+	}
+	return r.launch(ctx, tool, call, post, pre, response, !r.resumed, true), "", "", nil, false
 }
 
 // launch starts one call's execution (or, through the interceptor, serves
-// it) and returns its step, to be settled by finish.
-func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args *dedup.Args, response int, match, record bool) *step {
+// it) and returns its step, to be settled by finish. pre, when a hook
+// rewrote the call, is its arguments as the model emitted them.
+func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, match, record bool) *step {
 	spec, opts := tool.Spec(), tool.Options()
 	key := r.key(spec, args)
 	c := &interceptor.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
 		Key: key, Match: match && spec.Idempotent, Record: record}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
-		HeartbeatTimeout: opts.HeartbeatTimeout})
+		HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
 	actx = interceptor.WithCall(actx, c)
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
 		Toolset: spec.Toolset}
@@ -152,6 +158,29 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		line.Outcome, line.ServedFrom, line.Relation, line.Key = OutcomeCached, &seq, c.Relation, c.ServedFrom.Key
 	} else {
 		r.executions++
+		if r.v3 {
+			// Why did it run again? Only now, on a miss of a tool with
+			// records: the log alone decides it, so replay agrees.
+			before := r.log.Len()
+			if c.Recorded != nil {
+				before = c.Recorded.Seq
+			}
+			if nm := r.log.NearestMiss(spec.Name, args, pre, response, before, spec.Idempotent, match); nm != nil {
+				line.NearMiss = nm
+				if c.Recorded != nil {
+					c.Recorded.NearMiss = nm
+				}
+			}
+		}
 	}
 	return &step{line: line, call: c, future: f}
+}
+
+// activitySummary is a tool activity's Summary, shown by the Web UI (user
+// metadata: no event of its own): the tool and its downstream key.
+func activitySummary(tool, key string) string {
+	if key == "" {
+		return tool
+	}
+	return tool + " · " + key
 }

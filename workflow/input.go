@@ -31,12 +31,18 @@ func decodeStrict(what string, data []byte, v any) error {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		name := unknown[0]
-		hint := ""
-		if s := snakeCase(name); s != name && known[s] {
-			hint = fmt.Sprintf(" (did you mean %q?)", s)
+		named := make([]string, len(unknown))
+		for i, name := range unknown {
+			named[i] = fmt.Sprintf("%q", name)
+			if s := snakeCase(name); s != name && known[s] {
+				named[i] += fmt.Sprintf(" (did you mean %q?)", s)
+			}
 		}
-		return badInput(fmt.Sprintf("%s: unknown field %q%s", what, name, hint))
+		noun := "field"
+		if len(unknown) > 1 {
+			noun = "fields"
+		}
+		return badInput(fmt.Sprintf("%s: unknown %s %s", what, noun, strings.Join(named, ", ")))
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()

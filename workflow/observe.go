@@ -28,6 +28,9 @@ const (
 	// MetricServedCalls counts calls served from the log: side effects
 	// prevented. Tags tool, agent, relation.
 	MetricServedCalls = "tulip_served_calls"
+	// MetricNearMisses counts calls whose body ran although their tool
+	// already had records: tags tool, agent, reason (dedup.NearMissReason).
+	MetricNearMisses = "tulip_near_misses"
 	// MetricInterruptsOpened and MetricInterruptsResumed count interrupts;
 	// tags agent, hook.
 	MetricInterruptsOpened  = "tulip_interrupts_opened"
@@ -57,8 +60,13 @@ type Decision struct {
 	// KeyHash is the first 16 hex digits of SHA-256 of the downstream key
 	// ("" without one).
 	KeyHash string
-	// Error is the outcome's error type or message head, when it failed.
+	// Failed says the outcome is an error.
 	Failed bool
+	// NearMissReason and NearMissPaths, for a call that ran although its
+	// tool had records, say why the nearest record did not serve it and
+	// where the arguments differ (JSON Pointers; never the values).
+	NearMissReason dedup.NearMissReason
+	NearMissPaths  []string
 	// At is the workflow time of the decision.
 	At time.Time
 }
@@ -134,10 +142,16 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 		return
 	}
 	mh := wf.GetMetricsHandler(ctx)
-	tags := map[string]string{"tool": l.Tool, "agent": r.in.Agent, "outcome": string(l.Outcome), "relation": string(l.Relation)}
+	tags := map[string]string{"tool": l.Tool, "agent": r.in.Agent, "outcome": string(l.Outcome)}
+	if l.Relation != "" {
+		tags["relation"] = string(l.Relation) // served calls only: no empty tag values
+	}
 	mh.WithTags(tags).Counter(MetricToolCalls).Inc(1)
 	if l.Outcome == OutcomeCached {
 		mh.WithTags(map[string]string{"tool": l.Tool, "agent": r.in.Agent, "relation": string(l.Relation)}).Counter(MetricServedCalls).Inc(1)
+	}
+	if l.NearMiss != nil {
+		mh.WithTags(map[string]string{"tool": l.Tool, "agent": r.in.Agent, "reason": string(l.NearMiss.Reason)}).Counter(MetricNearMisses).Inc(1)
 	}
 	if r.cfg.Observer == nil {
 		return
@@ -148,6 +162,12 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 		Failed: l.Error != nil, At: wf.Now(ctx)}
 	if l.ServedFrom != nil {
 		d.ServedFrom = *l.ServedFrom
+	}
+	if nm := l.NearMiss; nm != nil {
+		d.NearMissReason = nm.Reason
+		for _, diff := range nm.Differences {
+			d.NearMissPaths = append(d.NearMissPaths, diff.Path)
+		}
 	}
 	if l.Key != "" {
 		sum := sha256.Sum256([]byte(l.Key))

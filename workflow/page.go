@@ -10,8 +10,8 @@ import (
 
 // page answers QueryPage. A run answers in full what it holds; for a range
 // another run holds, it answers with no items and that run (Holder), up to
-// where that run's part ends. To past the end is the end; From past the end
-// is an empty page.
+// where that run's part ends. To zero or past the end is the end; From past
+// the end is an empty page whose Next is Total.
 func (r *run) page(raw json.RawMessage) (Page, error) {
 	var req activities.PageRequest
 	if err := decodeStrict("page request", raw, &req); err != nil {

@@ -40,6 +40,7 @@ func TestProtocolSchemas(t *testing.T) {
 		{"record.json", dedup.Record{}, false},
 		{"page-request.json", activities.PageRequest{}, true},
 		{"page.json", workflow.Page{}, false},
+		{"near-miss.json", dedup.NearMiss{}, false},
 	}
 	files, err := filepath.Glob("../docs/schemas/*.json")
 	require.NoError(t, err)

@@ -3,7 +3,9 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -66,7 +68,11 @@ func (r *run) registerHandlers(ctx wf.Context) error {
 func (r *run) checkHooks(in HooksInput) error {
 	for _, name := range slices.Concat(in.Install, in.Remove) {
 		if _, ok := r.cfg.Hooks[name]; !ok {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no hook named %q on this worker", name), activities.ErrUnknownHook, nil)
+			has := "it has none"
+			if len(r.cfg.Hooks) > 0 {
+				has = "its hooks: " + strings.Join(slices.Sorted(maps.Keys(r.cfg.Hooks)), ", ")
+			}
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no hook named %q on this worker (%s)", name, has), activities.ErrUnknownHook, nil)
 		}
 	}
 	return nil
@@ -173,6 +179,7 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 	}
 	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
 	r.status = StatusInterrupted
+	r.showDetails(ctx)
 	// Publish the interrupt durably (runs recorded before this change
 	// replay without the memo).
 	memo := wf.GetVersion(ctx, "tulip-interrupt-memo", wf.DefaultVersion, 1) == 1
@@ -213,7 +220,7 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 			continue
 		}
 		// A dangling call runs without matching and is never recorded.
-		st := r.launch(ctx, tool, call, args, r.log.Response(), false, false)
+		st := r.launch(ctx, tool, call, args, nil, r.log.Response(), false, false)
 		st.line.Outcome = OutcomeDangling
 		steps = r.enqueue(ctx, steps, st)
 	}

@@ -35,6 +35,23 @@ func TestConformanceInTestEnvironment(t *testing.T) {
 	}
 }
 
+// TestNearMissCases plays the near-miss cases (testdata/nearmiss, one per
+// reason of docs/rules.md "Why did it run again?") the same way.
+func TestNearMissCases(t *testing.T) {
+	cases, err := scenario.LoadCases("../testdata/nearmiss")
+	require.NoError(t, err)
+	require.Len(t, cases, 7)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Log("rule:", c.Rule)
+			lines, sum, _ := newHarness(t).play(c.Scenario)
+			for _, e := range c.Check(lines, sum) {
+				t.Error(e)
+			}
+		})
+	}
+}
+
 func byCall(lines []scenario.Line) map[string]scenario.Line {
 	m := map[string]scenario.Line{}
 	for _, l := range lines {

@@ -209,29 +209,19 @@ func (r *run) threadState() (*activities.Checkpoint, error) {
 	return r.checkpoint(true)
 }
 
-// conversationPage answers QueryConversation: messages this run holds
-// (QueryPage also says who holds the others).
+// conversationPage answers QueryConversation: messages [From, To) that
+// this run holds. To zero or past the end is the end; From past the end is
+// an empty page whose Next is the conversation's length. QueryPage also
+// says who holds the others.
 func (r *run) conversationPage(rng activities.ConversationRange) (activities.ConversationPage, error) {
-	if rng.From < 0 || rng.To > r.convLen() || rng.From > rng.To {
-		return activities.ConversationPage{}, fmt.Errorf("range [%d, %d) is outside the conversation's %d messages", rng.From, rng.To, r.convLen())
+	if rng.From < 0 || rng.To < 0 {
+		return activities.ConversationPage{}, fmt.Errorf("range [%d, %d): negative bounds", rng.From, rng.To)
 	}
 	if rng.From < r.base {
 		return activities.ConversationPage{}, fmt.Errorf("messages [0, %d) are held by the thread's earlier runs: read them with the %s query", r.base, QueryPage)
 	}
-	page := activities.ConversationPage{Messages: []activities.Message{}}
-	size := 0
-	i := rng.From
-	for ; i < rng.To; i++ {
-		m := r.messages[i-r.base]
-		b, _ := json.Marshal(m)
-		if size > 0 && size+len(b) > activities.ConversationPageBytes {
-			break
-		}
-		size += len(b)
-		page.Messages = append(page.Messages, m)
-	}
-	page.Next = i
-	return page, nil
+	p := r.pageMessages(activities.PageRequest{Kind: activities.PageMessages, From: rng.From, To: rng.To})
+	return activities.ConversationPage{Messages: p.Messages, Next: p.Next}, nil
 }
 
 // shouldContinueAsNew: between responses, when Temporal suggests it or the

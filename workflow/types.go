@@ -212,6 +212,10 @@ type TraceLine struct {
 	// message of the thread's conversation (counted from 0 across its
 	// runs): a call served from a record whose result another run holds.
 	ResultIn *int `json:"result_in,omitempty"`
+	// NearMiss, on a call whose body ran although its tool already had
+	// records in the log, names the nearest record and why it did not
+	// serve the call (docs/rules.md, "Why did it run again?").
+	NearMiss *dedup.NearMiss `json:"near_miss,omitempty"`
 }
 
 // Run statuses.

@@ -83,13 +83,13 @@ func New(cfg Config) (Func, error) {
 			return RunResult{}, err
 		}
 		if err := decodeStrict("run input", raw, &r.in); err != nil {
-			return RunResult{}, err
+			return r.refuse(err)
 		}
 		in := r.in
 		if in.Continued != nil {
 			n := in.Continued.Segments
 			if n < 0 || n > MaxSegments {
-				return RunResult{}, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments))
+				return r.refuse(badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
 			}
 			r.segs = [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}[:n]
 		}
@@ -165,10 +165,10 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 		r.in.MaxTurns = DefaultMaxTurns
 	}
 	if r.in.Model == "" {
-		return RunResult{}, badInput("run input names no model")
+		return r.refuse(badInput("run input names no model"))
 	}
 	if err := r.changeHooks(HooksInput{Install: r.in.Hooks}); err != nil {
-		return RunResult{}, err
+		return r.refuse(err)
 	}
 	r.status = StatusRunning
 	r.state = interceptor.StateFrom(ctx)
@@ -197,6 +197,7 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 		return r.fail(ctx, err)
 	}
 	r.status = StatusCompleted
+	r.showDetails(ctx)
 	res := r.view()
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return RunResult{}, err
@@ -251,8 +252,28 @@ func (r *run) view() RunResult {
 		if jsonSize(res.Trace) > InlineStateLimit {
 			r.traceByRef(&res)
 		}
+		if res.Trace == nil {
+			res.Trace = []TraceLine{} // an array, never null
+		}
 	}
 	return res
+}
+
+// refuse fails a run refused before it began (a bad input, an unknown
+// hook): its details are a RunResult with its error and no state, as every
+// failure's are.
+func (r *run) refuse(err error) (RunResult, error) {
+	errType, msg := activities.ErrBadInput, err.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		errType, msg = appErr.Type(), appErr.Message()
+	}
+	agent := r.in.Agent
+	if agent == "" {
+		agent = DefaultAgent
+	}
+	res := RunResult{Status: StatusFailed, Agent: agent, ThreadID: r.in.ThreadID, Trace: []TraceLine{}, Error: msg}
+	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 }
 
 // fail ends the run with a non-retryable failure whose details hold the run
@@ -270,11 +291,15 @@ func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
 		errType, msg = appErr.Type(), appErr.Message()
 	}
 	r.failure = msg
+	r.showDetails(ctx)
 	res := r.view()
 	if !r.ready {
-		// The run never had its thread's state: it must leave none, or
-		// the next run would take an empty state for the thread's.
-		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+		// The run never had its thread's state: its details hold no state
+		// (the next run must not take an empty one for the thread's).
+		if !r.v3 {
+			return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+		}
+		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 	}
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)

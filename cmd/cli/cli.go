@@ -38,6 +38,8 @@ Usage:
                                         run the support agent against an OpenAI-compatible model
   tulip inspect THREAD [--agent A] [--json]
                                         print a thread's execution log
+  tulip explain THREAD CALL_ID [--agent A] [--json]
+                                        why a call ran again: its tool's records, nearest first
   tulip history WORKFLOW_ID -o FILE     export a run's history as JSON
   tulip replay FILE...                  replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
@@ -93,6 +95,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.chat(args[1:])
 	case "inspect":
 		err = e.inspect(args[1:])
+	case "explain":
+		err = e.explain(args[1:])
 	case "history":
 		err = e.history(args[1:])
 	case "replay":
@@ -192,7 +196,7 @@ func (e *env) flags(name string) *flagSet {
 
 // helpArgs are the positional arguments each command takes, for --help.
 var helpArgs = map[string]string{
-	"inspect": " THREAD", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
+	"inspect": " THREAD", "explain": " THREAD CALL_ID", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
 }
 
 func parse(fs *flagSet, args []string) error {
@@ -244,7 +248,14 @@ func (e *env) keys(flagValue string) (*codec.Keyring, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return codec.LoadKeyFile(path)
+	keys, err := codec.LoadKeyFile(path)
+	if err != nil {
+		return nil, err // the one line
+	}
+	if w := codec.KeyFileWarning(path); w != "" {
+		e.progress("%s", w)
+	}
+	return keys, nil
 }
 
 // logLevel is TULIP_LOG_LEVEL (debug, info, warn, error), or def.

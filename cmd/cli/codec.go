@@ -49,6 +49,7 @@ func (e *env) codecServerCmd(args []string) error {
 	port := fs.Int("port", 8081, "port to bind (0: a free one)")
 	origins := fs.String("allow-origin", "http://localhost:8233,http://127.0.0.1:8233", "comma-separated browser origins of the Web UI allowed to call it (\"*\": any)")
 	creds := fs.Bool("allow-credentials", false, "let the browser send cookies and its Authorization header (the UI's codec includeCredentials / passAccessToken)")
+	encode := fs.Bool("allow-encode", false, "serve POST /encode too (off: with a deterministic codec it lets callers test guesses against stored ciphertext)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -74,12 +75,16 @@ func (e *env) codecServerCmd(args []string) error {
 			allow = append(allow, o)
 		}
 	}
-	cs, err := startCodecServer(keys, *host, *port, codec.HandlerOptions{AllowOrigins: allow, AllowCredentials: *creds})
+	cs, err := startCodecServer(keys, *host, *port, codec.HandlerOptions{AllowOrigins: allow, AllowCredentials: *creds, AllowEncode: *encode})
 	if err != nil {
 		return err
 	}
 	defer cs.Close()
-	fmt.Fprintf(e.stdout, "codec server: %s (POST /encode, POST /decode); keys %s, %q encrypts\n", cs.url, strings.Join(keys.KeyIDs(), ", "), keys.KeyIDs()[0])
+	served := "POST /decode; /encode off"
+	if *encode {
+		served = "POST /encode, POST /decode"
+	}
+	fmt.Fprintf(e.stdout, "codec server: %s (%s); keys %s, %q encrypts\n", cs.url, served, strings.Join(keys.KeyIDs(), ", "), keys.KeyIDs()[0])
 	fmt.Fprintf(e.stdout, "allowed UI origins: %s\n", strings.Join(allow, ", "))
 	fmt.Fprintf(e.stdout, "in the Web UI: Data Encoder settings, endpoint %s (or the UI server's codec.endpoint)\n", cs.url)
 	fmt.Fprintln(e.stdout, "Ctrl-C stops it.")
@@ -87,20 +92,32 @@ func (e *env) codecServerCmd(args []string) error {
 	return nil
 }
 
-// keygen prints a key file line with a fresh random key.
+// keygen prints a key file line with a fresh random key, or appends it to
+// a key file of mode 0600.
 func (e *env) keygen(args []string) error {
 	fs := e.flags("keygen")
+	out := fs.String("o", "", "append the line to this key file (created with mode 0600) instead of printing it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageError{"usage: tulip keygen KEY_ID >> keys.txt"}
+		return usageError{"usage: tulip keygen KEY_ID [-o keys.txt]"}
 	}
 	line, err := codec.NewKeyFileLine(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, line)
+	if *out == "" {
+		fmt.Fprintln(e.stdout, line)
+		return nil
+	}
+	if err := codec.AppendKeyFileLine(*out, line); err != nil {
+		return err
+	}
+	if w := codec.KeyFileWarning(*out); w != "" {
+		e.progress("%s", w)
+	}
+	e.progress("added key %q to %s", fs.Arg(0), *out)
 	return nil
 }
 

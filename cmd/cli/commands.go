@@ -1,23 +1,24 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -131,7 +132,7 @@ func (e *env) dev(args []string) error {
 	}
 	defer set.Close()
 	stop, err := s.startWorker(DevTaskQueue, tworker.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model()}})
+		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model(), demo.SupportModelName: demo.SupportModel()}})
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,19 @@ func (e *env) dev(args []string) error {
 			fmt.Fprintf(e.stdout, "codec server for the UI: %s\n", codecURL)
 		}
 	}
-	fmt.Fprintf(e.stdout, "tulip worker on task queue %q with the demo toolbox, demo hooks and model \"demo\"\n", DevTaskQueue)
+	fmt.Fprintf(e.stdout, "tulip worker on task queue %q:\n", DevTaskQueue)
+	fmt.Fprintf(e.stdout, "  models: %q acts on the message's words (%s); \"demo\" plays the scripted refund story, whatever the message\n",
+		demo.SupportModelName, demo.SupportKeywords)
+	var idem, other []string
+	for _, t := range tb.Tools() {
+		if t.Spec().Idempotent {
+			idem = append(idem, t.Spec().Name)
+		} else {
+			other = append(other, t.Spec().Name)
+		}
+	}
+	fmt.Fprintf(e.stdout, "  tools served on repeat (idempotent): %s; run every time: %s\n", strings.Join(idem, ", "), strings.Join(other, ", "))
+	fmt.Fprintf(e.stdout, "  hooks: %s (give them in the run input's \"hooks\")\n", strings.Join(slices.Sorted(maps.Keys(demo.Hooks())), ", "))
 	for _, ts := range toolsets(set) {
 		fmt.Fprintf(e.stdout, "MCP server %q: its tools are the worker's too ('tulip mcp tools' shows them)\n", ts.Name())
 	}
@@ -200,6 +213,7 @@ func (e *env) inspect(args []string) error {
 		if r.ServedFrom != nil {
 			origin = servedFrom(*r.ServedFrom, r.Relation)
 		}
+		origin += nearMissWords(r.NearMiss)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Response, r.CallID, r.Tool, clip(r.Arguments, 48), origin, clip(detail, 60))
 	}
 	return tw.Flush()
@@ -210,43 +224,44 @@ func (e *env) history(args []string) error {
 	c := e.connFlags(fs)
 	out := fs.String("o", "", "output file")
 	runID := fs.String("run-id", "", "run ID (default: the latest run)")
+	allRuns := fs.Bool("all-runs", false, "every run of the workflow ID (a thread's runs, and their continue-as-new chains), oldest first")
 	encoded := fs.Bool("encoded", false, "with a codec key: write payloads as the server stores them (encrypted) instead of decrypted")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || *out == "" {
-		return usageError{"usage: tulip history WORKFLOW_ID -o FILE [--run-id ID]"}
+	if fs.NArg() != 1 || *out == "" || (*allRuns && *runID != "") {
+		return usageError{"usage: tulip history WORKFLOW_ID -o FILE [--run-id ID | --all-runs]"}
 	}
 	s, err := e.connect(c, false, "")
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	// Every run of the continue-as-new chain, oldest first.
-	var hists []*historypb.History
-	for id := *runID; ; {
-		hist := &historypb.History{}
-		it := s.client.GetWorkflowHistory(e.ctx, fs.Arg(0), id, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
+	id := fs.Arg(0)
+	var hists []*historypb.History // oldest first
+	if *allRuns {
+		runs, err := e.allRuns(s, id)
+		if err != nil {
+			return err
+		}
+		for _, run := range runs {
+			hist, err := e.fetchHistory(s, id, run, *encoded)
 			if err != nil {
-				return fmt.Errorf("history of %s: %v", fs.Arg(0), err)
+				return err
 			}
-			hist.Events = append(hist.Events, ev)
+			hists = append(hists, hist)
 		}
-		if len(hist.Events) == 0 {
-			return fmt.Errorf("history of %s is empty", fs.Arg(0))
-		}
-		if s.keys != nil && !*encoded {
-			// The file is for people and replay tests: decrypted, as the
-			// Temporal CLI shows histories through a codec.
-			if err := decodeHistory(e.ctx, hist, s.keys); err != nil {
-				return fmt.Errorf("history of %s: %w", fs.Arg(0), err)
+	} else {
+		// Every run of the continue-as-new chain.
+		for run := *runID; ; {
+			hist, err := e.fetchHistory(s, id, run, *encoded)
+			if err != nil {
+				return err
 			}
-		}
-		hists = append([]*historypb.History{hist}, hists...)
-		if id = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); id == "" {
-			break
+			hists = append([]*historypb.History{hist}, hists...)
+			if run = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); run == "" {
+				break
+			}
 		}
 	}
 	for i, hist := range hists {
@@ -258,15 +273,86 @@ func (e *env) history(args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
+		// A history holds prompts, arguments and results (decrypted,
+		// unless --encoded): readable by its owner only.
+		if err := writePrivate(name, append(b, '\n')); err != nil {
 			return err
 		}
 		e.progress("wrote %d events to %s", len(hist.Events), name)
 	}
-	if len(hists) > 1 {
+	switch {
+	case *allRuns:
+		e.progress("%d runs of %s: one file per run, oldest first", len(hists), id)
+	case len(hists) > 1:
 		e.progress("the run continued as new %d times: one file per run, oldest first", len(hists)-1)
 	}
 	return nil
+}
+
+// fetchHistory is one run's history, decrypted with the session's keys
+// (unless encoded); without keys, a payload encrypted with one is refused
+// by name rather than written as ciphertext.
+func (e *env) fetchHistory(s *session, workflowID, runID string, encoded bool) (*historypb.History, error) {
+	hist := &historypb.History{}
+	it := s.client.GetWorkflowHistory(e.ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %v", workflowID, err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	if len(hist.Events) == 0 {
+		return nil, fmt.Errorf("history of %s is empty", workflowID)
+	}
+	switch {
+	case s.keys != nil && !encoded:
+		// The file is for people and replay tests: decrypted, as the
+		// Temporal CLI shows histories through a codec.
+		if err := decodeHistory(e.ctx, hist, s.keys); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", workflowID, err)
+		}
+	case s.keys == nil && !encoded:
+		// Without the key the file would hold ciphertext while it says
+		// nothing: refuse, naming the key (or write it as stored).
+		if err := tworker.CheckKeys(e.ctx, hist, codec.Detect(), nil); err != nil {
+			return nil, fmt.Errorf("history of %s: %v (or --encoded to write it as stored)", workflowID, err)
+		}
+	}
+	return hist, nil
+}
+
+// allRuns lists every run of a workflow ID, oldest first (the visibility
+// store: a run closed a moment ago may be missing).
+func (e *env) allRuns(s *session, workflowID string) ([]string, error) {
+	type run struct {
+		id    string
+		start time.Time
+	}
+	var found []run
+	var token []byte
+	for {
+		resp, err := s.client.ListWorkflow(e.ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = %q", workflowID), PageSize: 100, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("runs of %s: %v", workflowID, err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			found = append(found, run{ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()})
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("no runs of %s", workflowID)
+	}
+	slices.SortFunc(found, func(a, b run) int { return a.start.Compare(b.start) })
+	out := make([]string, len(found))
+	for i, r := range found {
+		out[i] = r.id
+	}
+	return out, nil
 }
 
 // ReplayOptions is the worker configuration replay uses: the demo toolbox
@@ -285,24 +371,20 @@ func (e *env) replay(args []string) error {
 	if fs.NArg() == 0 {
 		return usageError{"usage: tulip replay FILE..."}
 	}
-	ro := tworker.ReplayOptions{}
 	keys, err := e.keys(keyFile)
 	if err != nil {
 		return err
 	}
 	// Histories written encrypted (history --encoded, or the server's own
-	// export) and decrypted ones replay alike.
-	ro.Replayer.DataConverter, ro.Replayer.FailureConverter = converters(keys)
-	var pc converter.PayloadCodec = codec.Detect()
-	if keys != nil {
-		pc = keys
-	}
+	// export) and decrypted ones replay alike; a payload encrypted with a
+	// key this process lacks is named before any replay.
+	ro := tworker.ReplayOptions{Keys: keys}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)
 		if err != nil {
 			return err
 		}
-		ro.Replayer.ExternalStorage = blobstore.ExternalStorage(d, 0)
+		ro.Blobs = d
 	}
 	if e.logLevel(slog.LevelError+4) <= slog.LevelDebug {
 		ro.Logger = e.logger() // the SDK's stack traces, on request
@@ -312,11 +394,6 @@ func (e *env) replay(args []string) error {
 		if _, err := os.Stat(f); err != nil {
 			fmt.Fprintf(e.stderr, "tulip: %s: %v\n", f, err)
 			missing++
-			continue
-		}
-		if err := checkPayloads(f, pc); err != nil {
-			fmt.Fprintf(e.stderr, "tulip: %s: %s\n", f, oneLine(err.Error()))
-			failed++
 			continue
 		}
 		if err := tworker.ReplayHistories(ReplayOptions(), ro, f); err != nil {
@@ -417,22 +494,11 @@ func (e *env) resume(args []string) error {
 	return e.report(s.client, h, final, err, c, *db, mf, *asJSON, tb)
 }
 
-// checkPayloads decodes every payload of a history file with pc: an
-// encrypted payload without its key is named here, not as the
-// nondeterminism it would cause in replay.
-func checkPayloads(file string, pc converter.PayloadCodec) error {
-	f, err := os.Open(file)
-	if err != nil {
+// writePrivate writes a file only its owner may read (mode 0600, an
+// existing file's mode too).
+func writePrivate(name string, b []byte) error {
+	if err := os.WriteFile(name, b, 0o600); err != nil {
 		return err
 	}
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	if err != nil {
-		return nil // ReplayHistories reports a file it cannot read
-	}
-	var ke *codec.KeyError
-	if err := decodeHistory(context.Background(), hist, pc); errors.As(err, &ke) {
-		return ke
-	}
-	return nil
+	return os.Chmod(name, 0o600)
 }

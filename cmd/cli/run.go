@@ -103,6 +103,15 @@ func servedFrom(seq int, rel dedup.Relation) string {
 	return fmt.Sprintf("served (record %d, %s)", seq, strings.ReplaceAll(string(rel), "_", " "))
 }
 
+// nearMissWords is " (nearest: record 0, /amount 120.0 → 120.5)" for a
+// call that ran although its tool had records, "" otherwise.
+func nearMissWords(nm *dedup.NearMiss) string {
+	if nm == nil {
+		return ""
+	}
+	return " (" + clip(nm.String(), 96) + ")"
+}
+
 func printTable(w io.Writer, lines []scenario.Line) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tTURN\tCALL\tTOOL\tARGUMENTS\tOUTCOME\tRESULT / ERROR")
@@ -115,6 +124,7 @@ func printTable(w io.Writer, lines []scenario.Line) {
 		if l.ServedFrom != nil {
 			outcome = servedFrom(*l.ServedFrom, l.Relation)
 		}
+		outcome += nearMissWords(l.NearMiss)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", l.Run, l.Turn, l.CallID, l.Tool, clip(string(l.Arguments), 48), outcome, clip(detail, 60))
 	}
 	tw.Flush()

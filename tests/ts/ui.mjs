@@ -12,7 +12,7 @@ const browser = await chromium.launch({
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 const seen = { list_shows_run: false, activities: [], decoded_argument: false, decoded_message: false,
-  query_types: [], log_query: '', screenshots: [] };
+  query_types: [], log_query: '', current_details: '', run_summary: '', activity_summary: '', screenshots: [] };
 const shot = async (page, name) => {
   const path = `${out}/${name}.png`;
   await page.screenshot({ path, fullPage: false });
@@ -63,6 +63,32 @@ try {
   await result.waitFor();
   seen.log_query = await result.innerText();
   await shot(page, 'ui-query');
+
+  // 4. User metadata, which adds no events: the run's current details (a
+  // markdown table of its calls: served ones and near misses marked) and
+  // each tool activity's summary (tool and key), both rendered in frames
+  // and decrypted through the codec server.
+  const inFrames = async (want) => {
+    const deadline = Date.now() + 30000;
+    while (Date.now() < deadline) {
+      for (const f of page.frames()) {
+        const t = await f.innerText('body').catch(() => '');
+        if (t.includes(want)) return t;
+      }
+      await page.waitForTimeout(250);
+    }
+    return '';
+  };
+  await page.goto(`${ui}/namespaces/default/workflows/${wid}/${rid}/user-metadata`);
+  seen.current_details = await inFrames('served from the log');
+  seen.run_summary = await inFrames('tulip agent');
+  await shot(page, 'ui-current-details');
+  await page.goto(`${ui}/namespaces/default/workflows/${wid}/${rid}/history`);
+  const toolRow = page.locator('tr').filter({ hasText: 'tulip.tool.issue_refund' }).first();
+  await toolRow.waitFor();
+  await toolRow.scrollIntoViewIfNeeded();
+  seen.activity_summary = await inFrames('issue_refund · ');
+  await shot(page, 'ui-summary');
 } finally {
   await browser.close();
 }

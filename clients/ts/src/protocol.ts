@@ -1,0 +1,461 @@
+/* Generated from docs/schemas by scripts/gen-types.mjs (json-schema-to-typescript): do not edit.
+ * Regenerate with: npm run gen */
+
+/**
+ * A thread's state: its conversation and each agent's log (a dedup snapshot). The tulip.thread query's answer, a thread run's result's state, a continued run's carried state. Runs write it by reference: conversation names the runs that hold its first messages, records are thin (arguments as a hash, large results as a message number); messages then holds only what follows, in full. States written before by-reference runs (and by custom Checkpointers) hold everything in messages and full records.
+ */
+export interface Checkpoint {
+  /**
+   * Each agent's log, by agent name. null in the tulip.thread answer of a run that stopped before it had its thread's state (a refused input): that run left nothing, and a reader steps over it to the run before.
+   */
+  agents: {
+    [k: string]: {
+      /**
+       * 1: full records only; 2: thin records first (held by other runs), then full ones.
+       */
+      version: 1 | 2;
+      responses: number;
+      records: LogRecord[];
+    };
+  } | null;
+  /**
+   * The conversation in full: all of it, or the messages after conversation's.
+   */
+  messages?: Message[];
+  /**
+   * The conversation's first count messages, by reference.
+   */
+  conversation?: {
+    count: number;
+    /**
+     * SHA-256 chain over the messages: d_n = hex(SHA-256(d_{n-1} || SHA-256(JSON(message_n)))), d_0 = "".
+     */
+    digest: string;
+    parts: {
+      /**
+       * The run (same workflow ID) that holds messages [from, to): page them with tulip.page.
+       */
+      run: string;
+      from: number;
+      to: number;
+    }[];
+  };
+  /**
+   * The run whose state this is.
+   */
+  run?: string;
+}
+
+/**
+ * The tulip.hooks update's (and signal's) argument.
+ */
+export interface HooksInput {
+  install?: string[];
+  remove?: string[];
+}
+
+export interface Interrupt {
+  /**
+   * Answer it by this id (int-1, int-2, ...).
+   */
+  id: string;
+  turn: number;
+  hook: string;
+  reason: string;
+  held: ToolCall[];
+}
+
+export interface Message {
+  role: 'user' | 'assistant' | 'tool';
+  content?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  /**
+   * A tool result served from the log: the body did not run for this call.
+   */
+  served?: boolean;
+  /**
+   * A served tool message whose content is that of this earlier message of the conversation (a result another run holds).
+   */
+  content_in?: number;
+}
+
+/**
+ * On a call whose body ran although its tool already had records in the agent's log: the nearest record and why it did not serve the call (docs/rules.md, Why did it run again?). Absent when the tool had no earlier record.
+ */
+export interface NearMiss {
+  /**
+   * The nearest record's seq.
+   */
+  record: number;
+  /**
+   * The nearest record's call.
+   */
+  call_id: string;
+  /**
+   * arguments: the values differ from every record of the tool (differences says where, against the nearest); not_idempotent: a record with equal arguments exists but the tool is not idempotent; after_resume: a record with equal arguments exists but the run was resumed (or the call was held and performed), which turns matching off; same_response: an earlier call of the same response has equal values but another sorted-key JSON (120 and 120.0); hook: the call as the model sent it equals the record, but a hook rewrote it.
+   */
+  reason: 'arguments' | 'not_idempotent' | 'after_resume' | 'same_response' | 'hook';
+  /**
+   * For arguments and hook: the first places the arguments differ by the value model (120 and 120.0 never do). Empty when the nearest record is thin (its values are held by another run).
+   *
+   * @maxItems 3
+   */
+  differences?:
+    | []
+    | [
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        }
+      ]
+    | [
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        },
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        }
+      ]
+    | [
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        },
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        },
+        {
+          /**
+           * A JSON Pointer (RFC 6901) into the arguments.
+           */
+          path: string;
+          /**
+           * The record's value; absent when the record lacks the member. A value over 256 bytes is a string that begins it and says its length.
+           */
+          was?: unknown;
+          /**
+           * The call's value; absent when the call lacks the member.
+           */
+          now?: unknown;
+        }
+      ];
+  /**
+   * How many values differ in all (differences lists at most 3).
+   */
+  distance?: number;
+}
+
+/**
+ * The tulip.page query's argument.
+ */
+export interface PageRequest {
+  kind: 'messages' | 'records' | 'trace';
+  /**
+   * Whose log (kind records); default the run's agent.
+   */
+  agent?: string;
+  from: number;
+  /**
+   * Exclusive; 0 or past the end: the end.
+   */
+  to?: number;
+}
+
+/**
+ * The tulip.page query's answer: items [from, next) in full, or none and holder: the run (same workflow ID) that holds them, to be asked the same. From past the end: an empty page with next = total.
+ */
+export interface Page {
+  from: number;
+  next: number;
+  /**
+   * How many items of the kind the run has.
+   */
+  total: number;
+  holder?: string;
+  messages?: Message[];
+  records?: LogRecord[];
+  trace?: TraceLine[];
+}
+
+/**
+ * One entry of an execution log (the tulip.log query answers an array of them).
+ */
+export interface LogRecord {
+  seq: number;
+  tool: string;
+  /**
+   * The argument text compared for dedup, exactly: use it where JSON numbers must stay exact. "" in a thin record (see args_hash).
+   */
+  arguments: string;
+  response: number;
+  run?: string;
+  turn: number;
+  call_id: string;
+  origin: 'executed' | 'served' | 'cancelled';
+  /**
+   * The body's JSON result.
+   */
+  result?: unknown;
+  error?: {
+    type: string;
+    /**
+     * At most 4 KiB: a longer message is cut and says its length.
+     */
+    message: string;
+  };
+  served_from?: number;
+  relation?: 'earlier_turn' | 'same_response';
+  key?: string;
+  /**
+   * A thin record's arguments as hex SHA-256 of their value-equality encoding; its holder (or run) holds the record in full.
+   */
+  args_hash?: string;
+  /**
+   * The run (same workflow ID) that holds a thin record in full, when it is not run: page it with tulip.page (kind records).
+   */
+  holder?: string;
+  /**
+   * The result is the content of this message of the thread's conversation (a result too large to carry, or served from one).
+   */
+  result_in?: number;
+  near_miss?: NearMiss;
+}
+
+/**
+ * The tulip.resume update's (and signal's) argument. Unknown fields are refused (update) or dropped whole (signal).
+ */
+export interface ResumeInput {
+  /**
+   * The interrupt answered; required by signal, optional by update (the current one).
+   */
+  interrupt_id?: string;
+  /**
+   * Given to the model as a user message.
+   */
+  answer: string;
+  /**
+   * Run the held calls (unmatched, unrecorded).
+   */
+  perform_dangling?: boolean;
+}
+
+export interface ResumeResult {
+  interrupt_id: string;
+  /**
+   * This interrupt was already answered: nothing happened.
+   */
+  duplicate?: boolean;
+}
+
+/**
+ * The input of tulip.AgentRun (the first argument). Unknown fields fail the run with tulip.BadInput.
+ */
+export interface RunInput {
+  /**
+   * The agent's name; logs are per agent. Default "support".
+   */
+  agent?: string;
+  /**
+   * Continue this thread. Start the run with workflow ID = thread_id.
+   */
+  thread_id?: string;
+  /**
+   * Optional hint: the thread's last closed run.
+   */
+  previous_run_id?: string;
+  /**
+   * The user's message.
+   */
+  message?: string;
+  /**
+   * A model registered on the worker.
+   */
+  model: string;
+  /**
+   * Hooks installed at start, in order.
+   */
+  hooks?: string[];
+  /**
+   * Model turns allowed across continue-as-new. Default 32.
+   */
+  max_turns?: number;
+  /**
+   * Continue as new after this many turns in one workflow run. Default 250.
+   */
+  continue_after_turns?: number;
+  /**
+   * Continue as new once history is this large. Default 8 MiB.
+   */
+  continue_after_bytes?: number;
+  limits?: {
+    /**
+     * Deepest nesting of argument objects. Default 64.
+     */
+    MaxDepth?: number;
+    /**
+     * Longest argument text. Default 256 KiB.
+     */
+    MaxBytes?: number;
+  };
+  /**
+   * Run the calls of one response one after another.
+   */
+  sequential_calls?: boolean;
+  /**
+   * Set by continue-as-new only (workflow.Carry); clients never set it.
+   */
+  continued?: {
+    [k: string]: unknown;
+  };
+}
+
+/**
+ * The result of tulip.AgentRun, the answer of the tulip.state query, and a failure's details.
+ */
+export interface RunResult {
+  status: 'running' | 'interrupted' | 'completed' | 'failed';
+  agent: string;
+  thread_id?: string;
+  /**
+   * The model's final answer.
+   */
+  answer?: string;
+  /**
+   * Model responses so far, across continue-as-new.
+   */
+  turns: number;
+  /**
+   * The run's trace lines from trace_from on. A run whose trace is large (a long run that continued as new) leaves its lines to the runs that hold them (trace_parts): read them with tulip.page (kind trace).
+   */
+  trace: TraceLine[];
+  interrupt?: Interrupt;
+  /**
+   * A failed run's message.
+   */
+  error?: string;
+  checkpoint?: Checkpoint;
+  /**
+   * How often the run continued as new.
+   */
+  continued_as_new?: number;
+  state?: Checkpoint;
+  /**
+   * The run's calls by final outcome.
+   */
+  summary?: {
+    [k: string]: number;
+  };
+  /**
+   * The number of trace's first line (0 when the result holds the whole trace).
+   */
+  trace_from?: number;
+  /**
+   * Which runs (same workflow ID; this one included) hold lines [0, trace_from).
+   */
+  trace_parts?: {
+    run: string;
+    from: number;
+    to: number;
+  }[];
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /**
+   * The argument text exactly as the model emitted it.
+   */
+  arguments: string;
+}
+
+/**
+ * One tool call's outcome. A held call has two lines: held when the run stops, then dangling or dropped after the resume; the last line of a call is its final outcome.
+ */
+export interface TraceLine {
+  turn: number;
+  call_id: string;
+  tool: string;
+  /**
+   * The arguments compared for dedup (post-hook), as a JSON object; null when rejected, in a dropped call's line (its held line has them), and in the held line of a call after the first whose text is not a JSON object.
+   */
+  arguments: {
+    [k: string]: unknown;
+  } | null;
+  /**
+   * executed: the body ran; cached: served from the log; cancelled: a hook cancelled it; held: the run was interrupted at or before it; dangling: a held call a resume ran; dropped: a held call a resume did not run; rejected: refused before dedup (docs/protocol.md, Outcomes).
+   */
+  outcome: 'executed' | 'cached' | 'cancelled' | 'held' | 'dangling' | 'dropped' | 'rejected';
+  /**
+   * The tool's JSON result, or null (see result_in).
+   */
+  result: unknown;
+  error: string | null;
+  /**
+   * The log record a cached call was served from.
+   */
+  served_from?: number;
+  relation?: 'earlier_turn' | 'same_response';
+  /**
+   * The downstream idempotency key.
+   */
+  key?: string;
+  /**
+   * With a null result: the result is the content of this message of the thread's conversation (a call served from a record whose result another run holds).
+   */
+  result_in?: number;
+  near_miss?: NearMiss;
+}
