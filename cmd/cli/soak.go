@@ -134,7 +134,8 @@ func (e *env) printSoak(sum SoakSummary, asJSON bool) {
 	fmt.Fprintf(tw, "histories replayed\t%d\n", sum.ReplayedHistories)
 	fmt.Fprintf(tw, "recovery after a worker kill\tp50 %.1f s, p99 %.1f s, max %.1f s (%d calls in flight; %d never retried)\n",
 		sum.RecoveryP50S, sum.RecoveryP99S, sum.RecoveryMaxS, sum.RecoverySamples, sum.Unrecovered)
-	fmt.Fprintf(tw, "throughput\t%.1f turns/s with faults, %.1f fault-free (%.2fx)\n", sum.TurnsPerS, sum.BaselineTurnsPerS, sum.ThroughputRatio)
+	fmt.Fprintf(tw, "throughput\t%.1f turns/s with faults (%d turns), %.1f fault-free (%d turns; %.2fx)\n",
+		sum.TurnsPerS, sum.Turns, sum.BaselineTurnsPerS, sum.BaselineTurns, sum.ThroughputRatio)
 	fmt.Fprintf(tw, "elapsed\t%.0f s (checking %.0f s), %d worker processes\n", sum.ElapsedS, sum.CheckS, sum.WorkerProcessesRan)
 	fmt.Fprintf(tw, "violations\t%d\n", sum.ViolationCount)
 	tw.Flush()

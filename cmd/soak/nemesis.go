@@ -94,10 +94,12 @@ func newNemesis(srv server, proxy *Proxy, workers *pool, o Options) *nemesis {
 	return n
 }
 
-// run injects faults for d: a worker every killEvery (when positive) and
-// the schedule; it returns once both are done.
+// run injects faults: a worker every killEvery (when positive) for d, and
+// every fault of the schedule, each at its time or, when the one before
+// took longer (a server slow to come back), right after it: the counts
+// asked for are the counts injected. It returns once both are done.
 func (n *nemesis) run(ctx context.Context, d time.Duration, schedule []Fault) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	kctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var wg sync.WaitGroup
 	if n.killEvery > 0 {
@@ -108,10 +110,10 @@ func (n *nemesis) run(ctx context.Context, d time.Duration, schedule []Fault) {
 			defer t.Stop()
 			for {
 				select {
-				case <-ctx.Done():
+				case <-kctx.Done():
 					return
 				case <-t.C:
-					n.inject(ctx, WorkerKill)
+					n.inject(kctx, WorkerKill)
 				}
 			}
 		}()

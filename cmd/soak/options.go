@@ -172,6 +172,10 @@ type Summary struct {
 	// ReplayedHistories counts the histories replayed (every run of every
 	// chain).
 	ReplayedHistories int `json:"replayed_histories"`
+	// Turns and BaselineTurns are the model turns of the fault phase's
+	// runs and of the fault-free phase's.
+	Turns         int `json:"turns"`
+	BaselineTurns int `json:"baseline_turns"`
 	// TurnsPerS and BaselineTurnsPerS are the fault phase's and the
 	// fault-free phase's throughput; ThroughputRatio the first over the
 	// second.

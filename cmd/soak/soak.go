@@ -203,11 +203,19 @@ func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread b
 	return done, float64(turns) / time.Since(start).Seconds()
 }
 
+func turnsOf(runs []*run) int {
+	n := 0
+	for _, r := range runs {
+		n += r.turns
+	}
+	return n
+}
+
 func (s *soak) baseline(ctx context.Context) []*run {
 	perThread := s.o.Baseline < 0
 	s.progress("%d worker processes; a fault-free baseline of %s over %d threads", s.o.Workers, s.o.Baseline, s.o.Threads)
 	runs, tps := s.phase(ctx, max(s.o.Baseline, 0), s.o.Runs, perThread)
-	s.sum.BaselineTurnsPerS = tps
+	s.sum.BaselineTurnsPerS, s.sum.BaselineTurns = tps, turnsOf(runs)
 	return runs
 }
 
@@ -229,7 +237,7 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	}()
 	runs, tps := s.phase(ctx, s.o.Duration, s.o.Runs, false)
 	<-done
-	s.sum.TurnsPerS = tps
+	s.sum.TurnsPerS, s.sum.Turns = tps, turnsOf(runs)
 	faults, kills := n.counts()
 	s.sum.Faults = faults
 	return runs, kills
