@@ -85,12 +85,14 @@ func tail(s string) string {
 }
 
 // TestSoakShort runs `tulip soak` with every fault kind of the embedded
-// server for 45 s after a 15 s fault-free baseline: 3 worker processes
+// server for 30 s after a 10 s fault-free baseline: 3 worker processes
 // with a sticky cache of 2, 6 threads (every third started plainly), runs
 // continuing as new every 2 turns, payloads encrypted; a worker SIGKILLed
 // every 3 s, a server restart, a server pause, a proxy drop and delay. The
 // checker: runs against the same runs played alone, the services'
 // witnesses, every history replayed. Nothing fires twice, nothing is stuck.
+// The bounds asserted are counts (every thread plays at least one run in
+// each phase; the scheduled faults are all injected), not times.
 func TestSoakShort(t *testing.T) {
 	bin := tulipBinary(t)
 	keys := filepath.Join(t.TempDir(), "keys")
@@ -98,7 +100,7 @@ func TestSoakShort(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(keys, out, 0o600))
 
-	sum, stderr, code := runSoak(t, "--workers", "3", "--cache-size", "2", "--threads", "6", "--duration", "45s", "--baseline", "15s",
+	sum, stderr, code := runSoak(t, "--workers", "3", "--cache-size", "2", "--threads", "6", "--duration", "30s", "--baseline", "10s",
 		"--kill-every", "3s", "--server-restarts", "1", "--pauses", "1", "--proxy-drops", "1", "--proxy-delays", "1",
 		"--continue-after-turns", "2", "--plain-every", "3", "--codec-key-file", keys)
 	if code != 0 {
@@ -110,8 +112,8 @@ func TestSoakShort(t *testing.T) {
 	assert.Zero(t, sum.Failed)
 	assert.Zero(t, sum.ViolationCount)
 	assert.Equal(t, sum.Runs, sum.Completed)
-	assert.Greater(t, sum.Runs, 12)
-	assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 8)
+	assert.GreaterOrEqual(t, sum.Runs, 12)
+	assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 3)
 	for _, kind := range []string{"server_restart", "server_pause", "proxy_drop", "proxy_delay"} {
 		assert.Equal(t, 1, sum.Faults[kind], kind)
 	}
@@ -121,7 +123,7 @@ func TestSoakShort(t *testing.T) {
 	assert.Greater(t, sum.ReplayedHistories, sum.Runs, "runs continue as new: more histories than runs")
 	assert.Greater(t, sum.BaselineTurnsPerS, 0.0)
 	assert.Greater(t, sum.TurnsPerS, 0.0)
-	assert.LessOrEqual(t, sum.RecoveryP99S, 10.0)
+	assert.Zero(t, sum.Unrecovered, "every activity in flight on a killed worker was retried")
 }
 
 // TestSoakControls: the checker catches a worker that serves nothing
@@ -149,7 +151,7 @@ func TestSoakControls(t *testing.T) {
 	}
 }
 
-// TestSoakCluster runs `tulip soak --cluster` for a minute after a 20 s
+// TestSoakCluster runs `tulip soak --cluster` for 40 s after a 10 s
 // baseline: PostgreSQL, frontend, 2 history, matching and worker processes;
 // a worker SIGKILLed every 8 s, and a history, a matching and a frontend
 // process SIGKILLed and restarted and PostgreSQL restarted in turn, a proxy
@@ -161,7 +163,7 @@ func TestSoakCluster(t *testing.T) {
 		}
 		t.Skipf("%v", err)
 	}
-	sum, stderr, code := runSoak(t, "--cluster", "--workers", "2", "--threads", "4", "--duration", "60s", "--baseline", "20s",
+	sum, stderr, code := runSoak(t, "--cluster", "--workers", "2", "--threads", "4", "--duration", "40s", "--baseline", "10s",
 		"--kill-every", "8s", "--service-kills", "4", "--pauses", "0", "--proxy-drops", "1", "--proxy-delays", "0", "--plain-every", "0")
 	if code != 0 {
 		t.Log(tail(stderr))
@@ -174,6 +176,6 @@ func TestSoakCluster(t *testing.T) {
 	for _, kind := range []string{"history_kill", "matching_kill", "frontend_kill", "db_restart"} {
 		assert.Equal(t, 1, sum.Faults[kind], kind)
 	}
-	assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 5)
-	assert.Greater(t, sum.Runs, 8)
+	assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 3)
+	assert.GreaterOrEqual(t, sum.Runs, 8)
 }
