@@ -1,9 +1,35 @@
 package soak
 
 import (
+	"context"
+	"io"
 	"testing"
 	"time"
 )
+
+// slowServer takes each fault: it comes back after slow.
+type slowServer struct{ slow time.Duration }
+
+func (s slowServer) Address() string { return "" }
+func (s slowServer) Kinds() []string { return []string{ServerRestart, ServerPause} }
+func (s slowServer) Stop()           {}
+func (s slowServer) Inject(ctx context.Context, _ string) error {
+	sleep(ctx, s.slow)
+	return nil
+}
+
+// TestNemesisInjectsEveryScheduledFault: a server slower to come back than
+// the whole fault phase still takes every fault the schedule asks for,
+// each after the one before.
+func TestNemesisInjectsEveryScheduledFault(t *testing.T) {
+	n := newNemesis(slowServer{slow: 20 * time.Millisecond}, nil, nil, Options{KillEvery: -1, Progress: io.Discard})
+	d := 10 * time.Millisecond
+	n.run(context.Background(), d, Schedule(d, []Count{{ServerRestart, 3}, {ServerPause, 2}}))
+	faults, kills := n.counts()
+	if faults[ServerRestart] != 3 || faults[ServerPause] != 2 || len(kills) != 0 {
+		t.Fatalf("faults %v, kills %d: want 3 restarts, 2 pauses, no kill", faults, len(kills))
+	}
+}
 
 func TestSchedule(t *testing.T) {
 	cases := []struct {
