@@ -73,6 +73,9 @@ type ThreadRef struct {
 	// client that started the run knew it. Without it the loader finds
 	// the thread's runs itself.
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// NewThread: the client proved the thread has no earlier run
+	// (RunInput.NewThread); nothing is listed.
+	NewThread bool `json:"new_thread,omitempty"`
 	// Started is when the loading run started (its workflow start time).
 	Started time.Time `json:"started,omitempty"`
 }
@@ -197,6 +200,9 @@ func (TemporalCheckpointer) Save(context.Context, ThreadRef, *Checkpoint) error 
 // threadRuns lists the thread's runs other than ref.RunID, newest first:
 // the hint, then what visibility knows (after the lag, without a hint).
 func (t TemporalCheckpointer) threadRuns(ctx context.Context, c client.Client, ref ThreadRef, limit int) ([]string, error) {
+	if ref.NewThread && ref.PreviousRunID == "" {
+		return nil, nil
+	}
 	if ref.PreviousRunID == "" && t.VisibilityLag >= 0 && !ref.Started.IsZero() {
 		lag := t.VisibilityLag
 		if lag == 0 {

@@ -60,6 +60,11 @@ type ModelRequest struct {
 	Messages []Message `json:"messages"`
 	// Tools are the tools the model may call.
 	Tools []ToolSpec `json:"tools"`
+	// OnText, when set, takes the answer as the model generates it: a model
+	// that can stream calls it with each piece of text, in order (the whole
+	// text still goes in the response). Nil when the run does not stream
+	// text. The OpenAI adapter streams when it is set.
+	OnText func(delta string) `json:"-"`
 }
 
 // ModelResponse is one model turn. No tool calls means a final answer.
@@ -72,6 +77,8 @@ type ModelResponse struct {
 	RemoveHooks  []string `json:"remove_hooks,omitempty"`
 	// Usage is the tokens the model reports for this response, if any.
 	Usage *Usage `json:"usage,omitempty"`
+	// Streamed is set by the model activity when it streamed the answer.
+	Streamed *Streamed `json:"streamed,omitempty"`
 }
 
 // Usage is a model response's token counts.
@@ -149,6 +156,8 @@ type ModelInput struct {
 	Messages []Message `json:"messages,omitempty"`
 	// Tools (legacy inputs only) are the tool specs.
 	Tools []ToolSpec `json:"tools,omitempty"`
+	// TextStream, when set, streams the answer to the run's stream.
+	TextStream *TextStream `json:"text_stream,omitempty"`
 }
 
 // Cursor names a conversation prefix: its length and digest.
@@ -215,8 +224,14 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	}
 	stop := heartbeat(ctx)
 	defer stop()
+	text := m.textStream(ctx, in, &req)
 	start := time.Now()
 	resp, err := model.Respond(ctx, req)
+	if text != nil {
+		if streamed := text.close(ctx); err == nil {
+			resp.Streamed = streamed
+		}
+	}
 	if activity.IsActivity(ctx) {
 		mh := activity.GetMetricsHandler(ctx)
 		outcome := "ok"

@@ -36,6 +36,18 @@ type ToolSpec struct {
 	Approval bool `json:"approval,omitempty"`
 	// Toolset names the Toolset the tool comes from ("" for a Go tool).
 	Toolset string `json:"toolset,omitempty"`
+	// Local runs the tool as a local activity (the fast path, for quick
+	// work, reads and side-effect-free lookups): the worker that runs the
+	// workflow task runs the body itself, no activity task is dispatched,
+	// and its outcome is one marker event. Matching, the log, downstream
+	// keys and trace lines are the same. A local call is retried by its
+	// RetryPolicy within StartToCloseTimeout; a worker that dies while it
+	// runs makes the workflow task time out, and the next worker runs the
+	// body again (at least once, like any activity; with no heartbeat). Do
+	// not make a tool Local whose body takes longer than a few seconds, and
+	// changing Local is a workflow change for runs in flight (their
+	// replay expects the other event). Zero: a normal activity.
+	Local bool `json:"local,omitempty"`
 }
 
 // ToolOptions are a tool's activity options. Zero values are documented per

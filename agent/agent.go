@@ -55,6 +55,10 @@ type RunOptions struct {
 	// ContinueAfterBytes continues the run as new once its history is this
 	// large. Zero value: 8 MiB.
 	ContinueAfterBytes int
+	// Stream chooses what the run streams (Temporal's Workflow Streams;
+	// streams.Subscribe reads it). Zero value: every decision, and each
+	// answer once the model returns.
+	Stream *workflow.StreamOptions
 	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
 	WorkflowExecutionTimeout time.Duration
 	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
@@ -129,6 +133,12 @@ type Handle struct {
 
 // Start starts an agent run and returns at once.
 func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error) {
+	return start(ctx, c, opts, true)
+}
+
+// start starts a run; again allows one more try when a run appeared on a
+// thread between its describe and its start.
+func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (Handle, error) {
 	if opts.TaskQueue == "" {
 		return Handle{}, errors.New("agent: RunOptions.TaskQueue is required")
 	}
@@ -137,14 +147,20 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 	}
 	in := workflow.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
-		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes}
+		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream}
 	id := opts.WorkflowID
+	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 	if opts.ThreadID != "" {
 		id = opts.ThreadID
 		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 		var nf *serviceerror.NotFound
 		switch {
 		case errors.As(err, &nf):
+			// No run under the ID: a new thread, if the server agrees at
+			// the start (REJECT_DUPLICATE refuses it when a run closed
+			// meanwhile). The run then skips the visibility listing and
+			// its lag.
+			in.NewThread, reuse = true, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 		case err != nil:
 			return Handle{}, fmt.Errorf("agent: thread %q: %w", id, err)
 		case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
@@ -160,7 +176,7 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                opts.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDReusePolicy:    reuse,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionTimeout: opts.WorkflowExecutionTimeout,
 		WorkflowTaskTimeout:      opts.WorkflowTaskTimeout,
@@ -170,6 +186,9 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 	}, workflow.WorkflowName, in)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) && in.NewThread && again {
+			return start(ctx, c, opts, false) // a run started meanwhile: describe it
+		}
 		if errors.As(err, &started) {
 			return Handle{}, &ThreadBusyError{ThreadID: id, RunID: started.RunId}
 		}

@@ -138,9 +138,20 @@ type workflowOutbound struct {
 }
 
 func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	return o.call(ctx, func() workflow.Future { return o.Next.ExecuteActivity(ctx, activityType, args...) })
+}
+
+// ExecuteLocalActivity is ExecuteActivity for a tool declared Local: the
+// same matching and log.
+func (o *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	return o.call(ctx, func() workflow.Future { return o.Next.ExecuteLocalActivity(ctx, activityType, args...) })
+}
+
+// call serves a tool call from the log, or runs it (run) and records it.
+func (o *workflowOutbound) call(ctx workflow.Context, run func() workflow.Future) workflow.Future {
 	c, _ := ctx.Value(callKey{}).(*Call)
 	if c == nil {
-		return o.Next.ExecuteActivity(ctx, activityType, args...)
+		return run()
 	}
 	st, log := o.state, o.state.log
 	c.state = st
@@ -149,7 +160,7 @@ func (o *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			return o.serve(ctx, c, rec, rel)
 		}
 	}
-	f := o.Next.ExecuteActivity(ctx, activityType, args...)
+	f := run()
 	if c.Record {
 		// Recorded now, settled by Settle: a twin later in the same
 		// response matches it while the body is still running.

@@ -127,10 +127,16 @@ type wireMessage struct {
 }
 
 type wireRequest struct {
-	Model       string        `json:"model"`
-	Messages    []wireMessage `json:"messages"`
-	Tools       []wireTool    `json:"tools,omitempty"`
-	Temperature *float64      `json:"temperature,omitempty"`
+	Model         string             `json:"model"`
+	Messages      []wireMessage      `json:"messages"`
+	Tools         []wireTool         `json:"tools,omitempty"`
+	Temperature   *float64           `json:"temperature,omitempty"`
+	Stream        bool               `json:"stream,omitempty"`
+	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
+}
+
+type wireStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 type wireResponse struct {
@@ -155,6 +161,9 @@ func servedContent(content string) string {
 // Body builds the request body for req (exported for tests and debugging).
 func (m *Model) Body(req activities.ModelRequest) ([]byte, error) {
 	w := wireRequest{Model: m.opts.Model, Temperature: m.opts.Temperature}
+	if req.OnText != nil {
+		w.Stream, w.StreamOptions = true, &wireStreamOptions{IncludeUsage: true}
+	}
 	if m.opts.SystemPrompt != "" {
 		w.Messages = append(w.Messages, wireMessage{Role: "system", Content: str(m.opts.SystemPrompt)})
 	}
@@ -214,6 +223,9 @@ func (m *Model) Respond(ctx context.Context, req activities.ModelRequest) (activ
 		return activities.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: "+err.Error(), ErrRetryable, err)
 	}
 	defer resp.Body.Close()
+	if req.OnText != nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return readStream(resp.Body, req.OnText)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
 		return activities.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: reading the response: "+err.Error(), ErrRetryable, err)

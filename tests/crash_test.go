@@ -61,6 +61,13 @@ func startProcess(t *testing.T, bin, tq, billingURL, crashAt, marker string) *ex
 	if crashAt != "" {
 		args = append(args, "-crash-at", crashAt, "-marker", marker)
 	}
+	return startWorkerProcess(t, bin, args...)
+}
+
+// startWorkerProcess starts a crash worker with args and waits until it
+// polls.
+func startWorkerProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

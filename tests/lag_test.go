@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -91,4 +94,43 @@ func TestPlainStartBehindLaggingVisibility(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A thread's first run started by the Go client (agent.Start) proves the
+// thread new (a describe found no run, and the start used REJECT_DUPLICATE):
+// it lists nothing and waits for nothing, even with an hour of configured
+// lag; the second run names the first (previous_run_id) and is served its
+// refund. A run on a thread that already had runs is never started as new.
+func TestNewThreadSkipsTheListing(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := taskQueue(t.Name())
+	var lists atomic.Int32
+	list := func(ctx context.Context, c client.Client, id string) ([]activities.RunInfo, error) {
+		lists.Add(1)
+		return laggingVisibility(0)(ctx, c, id)
+	}
+	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models:       map[string]activities.Model{"refund": refundRun.Model()},
+		Checkpointer: activities.TemporalCheckpointer{List: list, VisibilityLag: time.Hour}})
+	thread := threadID(t)
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Minute) // an hour's wait would end it
+	defer cancel()
+	_, first, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
+	assert.Zero(t, lists.Load(), "a new thread lists no runs")
+
+	_, second, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, second.Trace[0].Outcome, "the second run loaded the first")
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+	hist := c.GetWorkflowHistory(ctx, thread, "", false, 0)
+	ev, err := hist.Next()
+	require.NoError(t, err)
+	var in workflow.RunInput
+	require.NoError(t, json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
+	assert.False(t, in.NewThread, "the second run is not started as new")
+	assert.NotEmpty(t, in.PreviousRunID)
 }

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/streams"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -160,6 +161,7 @@ func TestProtocolDocExamples(t *testing.T) {
 		"result", "failure tulip.BadInput", "memo tulip_interrupt",
 		"query tulip.state", "query tulip.log", "query tulip.thread", "query tulip.page",
 		"update tulip.resume", "update tulip.resume refused tulip.StaleInterrupt", "update tulip.hooks",
+		"update " + streams.PollUpdate, "stream item tulip.calls", "stream item tulip.text",
 	} {
 		assert.Positive(t, seen[kind], "no example received a %s (checked: %v)", kind, slices.Sorted(mapKeysOf(seen)))
 	}

@@ -30,17 +30,22 @@ const historiesDir = "testdata/histories"
 // TestReplayHistories replays every recorded history with the plugin
 // installed (and the sticky cache off, see TestMain): workflow and
 // interceptor changes must keep them replaying. testdata/histories holds
-// what the current code records (TestRecordHistories); v1/ holds histories
-// recorded before threads carried their conversation, which must replay
-// forever (behind workflow.GetVersion) and are never re-recorded.
+// what the current code records (TestRecordHistories); the frozen
+// directories hold what earlier code recorded, which must replay forever
+// (behind workflow.GetVersion) and are never re-recorded: v1/ before
+// threads carried their conversation, v2/ before state went by reference
+// (and before runs streamed).
 func TestReplayHistories(t *testing.T) {
 	current, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(current), 8, "recorded histories are checked in")
-	v1, err := filepath.Glob(filepath.Join(historiesDir, "v1", "*.json"))
-	require.NoError(t, err)
-	require.Len(t, v1, 9, "the frozen v1 histories are checked in")
-	files := append(current, v1...)
+	files := current
+	for dir, n := range map[string]int{"v1": 9, "v2": 13} {
+		frozen, err := filepath.Glob(filepath.Join(historiesDir, dir, "*.json"))
+		require.NoError(t, err)
+		require.Len(t, frozen, n, "the frozen %s histories are checked in", dir)
+		files = append(files, frozen...)
+	}
 	for _, f := range files {
 		name, _ := filepath.Rel(historiesDir, f)
 		t.Run(name, func(t *testing.T) {
@@ -63,7 +68,7 @@ func TestReplayBadHistory(t *testing.T) {
 	// code for nondeterminism. tulip says which tool call differs, and why
 	// it probably does.
 	assert.Contains(t, re.Err.Error(), "TMPRL1100")
-	explained := bad + ": replay failed: event 25 schedules tulip.tool.issue_refund (call c2), but this worker's code served the call from the log (record 0): " +
+	explained := bad + ": replay failed: event 30 schedules tulip.tool.issue_refund (call c2), but this worker's code served the call from the log (record 0): " +
 		"was issue_refund idempotent when the history was recorded? (likely: its Idempotent flag changed, or a hook now rewrites its arguments)"
 	assert.Equal(t, explained, err.Error())
 	t.Log(err)

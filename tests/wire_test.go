@@ -25,6 +25,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/streams"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -211,6 +213,42 @@ func (p *wireProxy) checkPayload(kind, schema string, pl *commonpb.Payload) {
 	}
 }
 
+// checkPoll checks a stream poll's answer (docs/protocol.md, Live runs):
+// the envelope, and each item's payload against its topic's schema.
+func (p *wireProxy) checkPoll(ps *commonpb.Payloads) {
+	kind := "update " + streams.PollUpdate
+	p.saw(kind)
+	if len(ps.GetPayloads()) == 0 {
+		p.violation("%s: no payload", kind)
+		return
+	}
+	var res streams.PollResult
+	dec := json.NewDecoder(bytes.NewReader(ps.GetPayloads()[0].GetData()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		p.violation("%s: %v", kind, err)
+		return
+	}
+	if res.Items == nil {
+		p.violation("%s: items is null", kind)
+	}
+	for _, it := range res.Items {
+		pl, err := streams.DecodePayload(it.Data)
+		if err != nil {
+			p.violation("%s: item %d: %v", kind, it.Offset, err)
+			continue
+		}
+		switch it.Topic {
+		case activities.TopicCalls:
+			p.checkPayload("stream item "+it.Topic, "call-item", pl)
+		case activities.TopicText:
+			p.checkPayload("stream item "+it.Topic, "text-item", pl)
+		default:
+			p.violation("%s: item %d on an unknown topic %q", kind, it.Offset, it.Topic)
+		}
+	}
+}
+
 func clip(b []byte) string {
 	if len(b) > 2000 {
 		return string(b[:2000]) + "..."
@@ -361,6 +399,8 @@ func (p *wireProxy) checkUpdate(name string, o *updatepb.Outcome) {
 		p.check("update "+name, "resume-result", o.GetSuccess())
 	case workflow.UpdateHooks:
 		p.saw("update " + name)
+	case streams.PollUpdate:
+		p.checkPoll(o.GetSuccess())
 	default:
 		p.violation("update %q: not a tulip update", name)
 	}

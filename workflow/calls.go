@@ -67,6 +67,7 @@ func (r *run) appendLine(ctx wf.Context, l TraceLine, msg int) {
 	r.trace = append(r.trace, l)
 	r.traceMsg = append(r.traceMsg, msg)
 	r.observeLine(ctx, l)
+	r.publishLine(l)
 }
 
 func errText(s string) *string { return &s }
@@ -146,12 +147,18 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	key := r.key(spec, args)
 	c := &interceptor.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
 		Key: key, Match: match && spec.Idempotent, Record: record}
-	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
-		HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
-	actx = interceptor.WithCall(actx, c)
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
 		Toolset: spec.Toolset}
-	f := wf.ExecuteActivity(actx, tool.ActivityName(), in)
+	var f wf.Future
+	if spec.Local {
+		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+			Summary: activitySummary(spec.Name, key)})
+		f = wf.ExecuteLocalActivity(interceptor.WithCall(lctx, c), tool.ActivityName(), in)
+	} else {
+		actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+			HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
+		f = wf.ExecuteActivity(interceptor.WithCall(actx, c), tool.ActivityName(), in)
+	}
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.ServedFrom != nil {
 		seq := c.ServedFrom.Seq

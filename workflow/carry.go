@@ -23,6 +23,9 @@ type segBound struct{ msgs, recs, trace int }
 // as they came; what this run added is one new segment.
 func (r *run) continueAsNew(ctx wf.Context) error {
 	r.drainSignals(ctx)
+	if err := r.closeStream(ctx, false); err != nil { // before waiting for handlers: open polls answer now
+		return err
+	}
 	if err := wf.Await(ctx, func() bool { return wf.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}

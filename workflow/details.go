@@ -71,8 +71,10 @@ func (r *run) details() string {
 }
 
 // cell makes s safe for one markdown table cell, at most n bytes.
+var cellReplacer = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "`", "'")
+
 func cell(s string, n int) string {
-	s = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "`", "'").Replace(s)
+	s = cellReplacer.Replace(s)
 	if len(s) > n {
 		cut := n
 		for cut > 0 && s[cut]&0xC0 == 0x80 {

@@ -49,6 +49,7 @@ func (r *run) loop(ctx wf.Context) error {
 			return err
 		}
 		r.observeModel(ctx, start, len(resp.ToolCalls), false)
+		r.publishAnswer(resp)
 		if err := r.changeHooks(HooksInput{Install: resp.InstallHooks, Remove: resp.RemoveHooks}); err != nil {
 			return err
 		}
@@ -88,7 +89,7 @@ func (r *run) loop(ctx wf.Context) error {
 // call saw, and only the messages added since (legacy runs: everything).
 func (r *run) modelInput() activities.ModelInput {
 	in := activities.ModelInput{Model: r.in.Model, Agent: r.in.Agent, Thread: r.in.ThreadID, Turn: r.turn,
-		Phase: r.phase, PhaseTurn: r.phaseTurn}
+		Phase: r.phase, PhaseTurn: r.phaseTurn, TextStream: r.textStream()}
 	if !r.v2 {
 		in.Messages = r.messages
 		for _, t := range r.cfg.Tools {

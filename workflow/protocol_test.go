@@ -41,6 +41,8 @@ func TestProtocolSchemas(t *testing.T) {
 		{"page-request.json", activities.PageRequest{}, true},
 		{"page.json", workflow.Page{}, false},
 		{"near-miss.json", dedup.NearMiss{}, false},
+		{"call-item.json", workflow.CallItem{}, false},
+		{"text-item.json", activities.TextItem{}, false},
 	}
 	files, err := filepath.Glob("../docs/schemas/*.json")
 	require.NoError(t, err)

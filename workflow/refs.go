@@ -314,6 +314,11 @@ func (r *run) continueByRef(ctx wf.Context) error {
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
 		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.digest, Continued: r.continued + 1,
 		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets}
+	if r.stream != nil {
+		if c.Stream, err = r.stream.State(); err != nil {
+			return err
+		}
+	}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
 	if err := r.checkSize(ctx, "the continue-as-new state", next); err != nil {

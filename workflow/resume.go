@@ -168,6 +168,7 @@ func (r *run) acceptResume(in ResumeInput) ResumeResult {
 func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held []activities.ToolCall) error {
 	r.interrupts++
 	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: hook, Reason: reason, Held: held}
+	heldArgs := make([]json.RawMessage, len(held))
 	for i, call := range held {
 		var args json.RawMessage
 		if i == 0 {
@@ -175,6 +176,7 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 		} else if a, err := dedup.Parse(call.Arguments, r.in.Limits); err == nil {
 			args = json.RawMessage(a.Text())
 		}
+		heldArgs[i] = args
 		r.appendLine(ctx, TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld}, -1)
 	}
 	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
@@ -207,10 +209,14 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 		}
 	}
 	var steps []*step
-	for _, call := range held {
+	for i, call := range held {
 		if !resume.PerformDangling {
 			msg := "not performed: " + resume.Answer
-			steps = r.enqueue(ctx, steps, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeDropped, Error: errText(msg)},
+			var args json.RawMessage
+			if r.v3 { // the dropped line names what was not done, as its held line did
+				args = heldArgs[i]
+			}
+			steps = r.enqueue(ctx, steps, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeDropped, Error: errText(msg)},
 				msg: toolMessage(call.ID, nil, errText(msg), false)})
 			continue
 		}

@@ -253,6 +253,19 @@ func TestBadRunInput(t *testing.T) {
 		var appErr *temporal.ApplicationError
 		require.True(t, errors.As(env.GetWorkflowError(), &appErr), name)
 		assert.True(t, appErr.NonRetryable(), name)
+		// A refused run answers the queries any run answers: failed, no log.
+		v, err := env.QueryWorkflow(workflow.QueryState)
+		require.NoError(t, err, name)
+		var state workflow.StateView
+		require.NoError(t, v.Get(&state), name)
+		assert.Equal(t, workflow.StatusFailed, state.Status, name)
+		assert.Equal(t, appErr.Message(), state.Error, name)
+		v, err = env.QueryWorkflow(workflow.QueryLog)
+		require.NoError(t, err, name)
+		var log []json.RawMessage
+		require.NoError(t, v.Get(&log), name)
+		assert.NotNil(t, log, name)
+		assert.Empty(t, log, name)
 	}
 	env := h.env(&scenario.Scenario{})
 	env.ExecuteWorkflow(workflow.WorkflowName, workflow.RunInput{Model: "no-such-model"})
@@ -262,8 +275,6 @@ func TestBadRunInput(t *testing.T) {
 	require.NoError(t, appErr.Details(&res))
 	assert.Contains(t, res.Error, "no-such-model")
 }
-
-var _ = json.Valid
 
 // The default downstream key: the same for the same call after a resume
 // (which matches nothing and so executes again) and in a later run on the

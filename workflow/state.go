@@ -56,7 +56,7 @@ func (r *run) loadThread(ctx wf.Context) error {
 	})
 	info := wf.GetInfo(ctx)
 	ref := activities.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID,
-		Started: info.WorkflowStartTime}
+		NewThread: r.in.NewThread, Started: info.WorkflowStartTime}
 	var lt activities.LoadedThread
 	if err := wf.ExecuteActivity(actx, activities.LoadThreadActivity, ref).Get(ctx, &lt); err != nil {
 		return err

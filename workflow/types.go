@@ -14,6 +14,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/streams"
 )
 
 // Stable names of the workflow and its handlers.
@@ -76,6 +77,13 @@ type RunInput struct {
 	// PreviousRunID is an optional hint: the thread's last closed run,
 	// when the client knows it (the Go client fills it).
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// NewThread says the thread has no earlier run: the client found no
+	// run under the workflow ID and started this one with the reuse
+	// policy REJECT_DUPLICATE, so the server guarantees it (the Go client
+	// does). The run then loads nothing and does not wait out the
+	// visibility store's lag. A run started otherwise must leave it unset:
+	// a thread that had runs would start empty.
+	NewThread bool `json:"new_thread,omitempty"`
 	// Message is the user's message.
 	Message string `json:"message,omitempty"`
 	// Model names a model registered on the worker. Required.
@@ -98,6 +106,9 @@ type RunInput struct {
 	// another. Zero value: they run at once (each call is still decided in
 	// order: rejected, hooked, matched against the calls before it).
 	SequentialCalls bool `json:"sequential_calls,omitempty"`
+	// Stream chooses what the run streams (StreamOptions). Zero value:
+	// every decision, and each answer once the model returns.
+	Stream *StreamOptions `json:"stream,omitempty"`
 	// Continued is the state a run hands to its continuation; only
 	// continue-as-new sets it.
 	Continued *Carry `json:"continued,omitempty"`
@@ -147,6 +158,8 @@ type Carry struct {
 	Summary map[Outcome]int `json:"summary,omitempty"`
 	// Toolsets are the toolsets' tools the run read when it started.
 	Toolsets []activities.ToolSpec `json:"toolsets,omitempty"`
+	// Stream is the run's stream, handed over (streams.State).
+	Stream *streams.State `json:"stream,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a

@@ -13,6 +13,7 @@ import (
 	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/hooks"
 	"github.com/tulip-temporal/tulip/interceptor"
+	"github.com/tulip-temporal/tulip/streams"
 )
 
 // Config is what the worker gives the workflow: its tools and hooks.
@@ -83,13 +84,13 @@ func New(cfg Config) (Func, error) {
 			return RunResult{}, err
 		}
 		if err := decodeStrict("run input", raw, &r.in); err != nil {
-			return r.refuse(err)
+			return r.refuse(ctx, err)
 		}
 		in := r.in
 		if in.Continued != nil {
 			n := in.Continued.Segments
 			if n < 0 || n > MaxSegments {
-				return r.refuse(badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
+				return r.refuse(ctx, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
 			}
 			r.segs = [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}[:n]
 		}
@@ -104,6 +105,7 @@ type run struct {
 	in    RunInput
 
 	state      *interceptor.State // nil without the dedup interceptor
+	stream     *streams.Stream    // the run's stream (stream.go), or nil
 	log        *dedup.Log         // the state's log, or a private one
 	loaded     *activities.Checkpoint
 	hooks      []string
@@ -165,10 +167,10 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 		r.in.MaxTurns = DefaultMaxTurns
 	}
 	if r.in.Model == "" {
-		return r.refuse(badInput("run input names no model"))
+		return r.refuse(ctx, badInput("run input names no model"))
 	}
 	if err := r.changeHooks(HooksInput{Install: r.in.Hooks}); err != nil {
-		return r.refuse(err)
+		return r.refuse(ctx, err)
 	}
 	r.status = StatusRunning
 	r.state = interceptor.StateFrom(ctx)
@@ -186,6 +188,9 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	// Runs recorded before state went by reference carry and leave it in
 	// full (carry.go, state.go).
 	r.v3 = r.v2 && wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 1) == 1
+	if err := r.openStream(ctx); err != nil {
+		return RunResult{}, err
+	}
 	if err := r.start(ctx); err != nil {
 		return r.fail(ctx, err) // not ready: fails with no state, which would be empty
 	}
@@ -204,6 +209,9 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	}
 	if err := r.checkSize(ctx, "the run's result", res); err != nil {
 		return r.fail(ctx, err)
+	}
+	if err := r.closeStream(ctx, true); err != nil {
+		return RunResult{}, err
 	}
 	return res, nil
 }
@@ -262,7 +270,7 @@ func (r *run) view() RunResult {
 // refuse fails a run refused before it began (a bad input, an unknown
 // hook): its details are a RunResult with its error and no state, as every
 // failure's are.
-func (r *run) refuse(err error) (RunResult, error) {
+func (r *run) refuse(ctx wf.Context, err error) (RunResult, error) {
 	errType, msg := activities.ErrBadInput, err.Error()
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
@@ -273,6 +281,14 @@ func (r *run) refuse(err error) (RunResult, error) {
 		agent = DefaultAgent
 	}
 	res := RunResult{Status: StatusFailed, Agent: agent, ThreadID: r.in.ThreadID, Trace: []TraceLine{}, Error: msg}
+	// A client reading the refused run as any other finds it failed with
+	// an empty log (handlers add no events: replay-safe to add here).
+	if err := wf.SetQueryHandler(ctx, QueryState, func() (StateView, error) { return res, nil }); err != nil {
+		return RunResult{}, err
+	}
+	if err := wf.SetQueryHandler(ctx, QueryLog, func() ([]dedup.Record, error) { return []dedup.Record{}, nil }); err != nil {
+		return RunResult{}, err
+	}
 	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 }
 
@@ -292,6 +308,9 @@ func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
 	}
 	r.failure = msg
 	r.showDetails(ctx)
+	if err := r.closeStream(ctx, true); err != nil {
+		return RunResult{}, err
+	}
 	res := r.view()
 	if !r.ready {
 		// The run never had its thread's state: its details hold no state

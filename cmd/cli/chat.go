@@ -92,19 +92,29 @@ func (e *env) chat(args []string) error {
 		return err
 	}
 	defer stop()
+	// The run streams its decisions and the model's text (Temporal's
+	// Workflow Streams): the chat shows them as they happen.
 	opts := agent.RunOptions{TaskQueue: ChatTaskQueue, Model: chatModel, Agent: *agentName, ThreadID: *thread,
-		Message: fs.Arg(0), Hooks: hooks, MaxTurns: *maxTurns}
+		Message: fs.Arg(0), Hooks: hooks, MaxTurns: *maxTurns, Stream: &workflow.StreamOptions{Text: true, Content: true}}
 	if *thread == "" {
 		opts.WorkflowID = "tulip-chat-" + randomID()
 	}
 	e.progress("running agent %s on %s", *agentName, mf.baseURL)
-	h, res, err := agent.Run(e.ctx, s.client, opts)
-	return e.report(s.client, h, res, err, c, *db, mf, *asJSON, tb)
+	h, err := agent.Start(e.ctx, s.client, opts)
+	if err != nil {
+		return err
+	}
+	l := e.watch(s.client, h, *asJSON)
+	res, err := agent.Await(e.ctx, s.client, h, "")
+	l.stop(s.client, h, res)
+	return e.report(s.client, h, res, err, c, *db, mf, *asJSON, tb, l)
 }
 
 // report prints what a chat run came to (as agent.Run or agent.Await
 // returned it), and how to resume it when it is interrupted.
-func (e *env) report(cl client.Client, h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox) error {
+// With l (a chat that printed the run live), only what it did not show is
+// printed: a summary, and lines or text it missed.
+func (e *env) report(cl client.Client, h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox, l *live) error {
 	if err != nil && res == nil {
 		return err
 	}
@@ -114,7 +124,7 @@ func (e *env) report(cl client.Client, h agent.Handle, res *workflow.RunResult, 
 	} else if err == nil {
 		return terr
 	}
-	e.printRun(res, asJSON)
+	e.printRun(res, asJSON, l, tb)
 	if asJSON {
 		// docs/scenarios.md's summary line, as 'tulip run --json' ends.
 		st := scenario.RunStatus{Run: 1, WorkflowID: h.WorkflowID, Status: res.Status}
@@ -130,24 +140,44 @@ func (e *env) report(cl client.Client, h agent.Handle, res *workflow.RunResult, 
 	return e.explainInterrupt(h, res, c, db, mf)
 }
 
-// printRun prints a run's trace lines, then its answer.
-func (e *env) printRun(res *workflow.RunResult, asJSON bool) {
+// printRun prints a run's trace lines, then its answer; after a live
+// chat (lv), what the live output did not show, and a summary.
+func (e *env) printRun(res *workflow.RunResult, asJSON bool, lv *live, tb *demo.Toolbox) {
 	var lines []scenario.Line
 	for _, l := range res.Trace {
 		lines = append(lines, scenario.Line{Run: 1, TraceLine: l})
 	}
 	if asJSON {
 		for _, l := range lines {
+			if lv != nil && lv.shown(l.TraceLine) {
+				continue // the last line of a call id is its final outcome
+			}
 			b, _ := scenario.MarshalLine(l)
 			fmt.Fprintln(e.stdout, string(b))
 		}
 		return
 	}
-	if len(lines) > 0 {
-		printTable(e.stdout, lines)
+	if lv == nil {
+		if len(lines) > 0 {
+			printTable(e.stdout, lines)
+		}
+		if res.Answer != "" {
+			fmt.Fprintf(e.stdout, "\n%s\n", res.Answer)
+		}
+		return
 	}
-	if res.Answer != "" {
-		fmt.Fprintf(e.stdout, "\n%s\n", res.Answer)
+	for _, l := range lines {
+		if !lv.shown(l.TraceLine) {
+			lv.print(workflow.CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
+				Relation: l.Relation, Arguments: l.Arguments, Result: l.Result, Error: l.Error})
+		}
+	}
+	if res.Answer != "" && !lv.answeredTurn(res.Turns) {
+		fmt.Fprintf(e.stdout, "%s\n", res.Answer)
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(e.stdout)
+		printSummary(e.stdout, lines, scenario.Summary{BodyInvocations: tb.Invocations()})
 	}
 }
 

@@ -491,7 +491,7 @@ func (e *env) resume(args []string) error {
 	// This process is the run's worker: wait for the run and print it.
 	h := agent.Handle{WorkflowID: id}
 	final, err := agent.Await(e.ctx, s.client, h, res.InterruptID)
-	return e.report(s.client, h, final, err, c, *db, mf, *asJSON, tb)
+	return e.report(s.client, h, final, err, c, *db, mf, *asJSON, tb, nil)
 }
 
 // writePrivate writes a file only its owner may read (mode 0600, an

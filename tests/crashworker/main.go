@@ -28,6 +28,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/openai"
 	tworker "github.com/tulip-temporal/tulip/worker"
 )
 
@@ -44,6 +45,7 @@ var (
 	hangAt  = flag.String("hang-at", "", "hang (block forever, saying so on stdout) the first time here: tool (report_case's body) or model")
 	events  = flag.String("events", "", "append a line per report_case body and model call here: WHAT ATTEMPT UNIXNANO")
 	delay   = flag.Duration("tool-delay", 0, "report_case takes this long")
+	oaiURL  = flag.String("openai", "", "register the model \"stream\": an OpenAI-compatible endpoint at this base URL")
 )
 
 // event records that what (tool, model) started an attempt.
@@ -195,8 +197,15 @@ func run(address, taskQueue, billingURL string) error {
 		return err
 	}
 	defer c.Close()
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{refund, report},
-		Models: map[string]activities.Model{"refund": model, "report": reporter}})
+	models := map[string]activities.Model{"refund": model, "report": reporter}
+	if *oaiURL != "" {
+		m, err := openai.New(openai.Options{BaseURL: *oaiURL, Model: "fake"})
+		if err != nil {
+			return err
+		}
+		models["stream"] = m
+	}
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{refund, report}, Models: models})
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,9 @@ export async function startRun(client: Client, input: RunInput, options: StartOp
       workflowId,
       args: [input],
       workflowIdConflictPolicy: 'FAIL',
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      // new_thread is true only when the thread has no run: the server
+      // then refuses the start if one appeared since the describe.
+      workflowIdReusePolicy: input.new_thread ? 'REJECT_DUPLICATE' : 'ALLOW_DUPLICATE',
     });
     return { workflowId, runId: handle.firstExecutionRunId };
   } catch (err) {
@@ -127,14 +129,17 @@ export async function startRun(client: Client, input: RunInput, options: StartOp
 /**
  * Starts a run on a thread (its first or a later one): it describes the
  * thread's workflow ID first and passes its current run as
- * `previous_run_id`, so the run never waits for the visibility store. A
- * run already open on the thread: ThreadBusyError.
+ * `previous_run_id`, or, when there is none, starts it as a new thread
+ * (`new_thread`, with the reuse policy REJECT_DUPLICATE), so the run never
+ * waits for the visibility store. A run already open on the thread:
+ * ThreadBusyError.
  */
 export async function continueThread(
   client: Client,
   threadId: string,
-  input: Omit<RunInput, 'thread_id' | 'previous_run_id'>,
+  input: Omit<RunInput, 'thread_id' | 'previous_run_id' | 'new_thread'>,
   options: Omit<StartOptions, 'workflowId'>,
+  again = true,
 ): Promise<RunHandle> {
   const full: RunInput = { ...input, thread_id: threadId };
   try {
@@ -142,9 +147,16 @@ export async function continueThread(
     if (desc.status.name === 'RUNNING') throw new ThreadBusyError(threadId, desc.runId);
     full.previous_run_id = desc.runId;
   } catch (err) {
-    if (!(err instanceof WorkflowNotFoundError)) throw err; // a new thread: no run before it
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    full.new_thread = true; // a new thread: no run before it
   }
-  return startRun(client, full, options);
+  try {
+    return await startRun(client, full, options);
+  } catch (err) {
+    // A run appeared between the describe and the start: describe again.
+    if (full.new_thread && again && err instanceof ThreadBusyError) return continueThread(client, threadId, input, options, false);
+    throw err;
+  }
 }
 
 export interface AwaitOptions {

@@ -2,6 +2,58 @@
  * Regenerate with: npm run gen */
 
 /**
+ * One item of a run's tulip.calls stream topic: a tool-call decision as the workflow made it, in the order of the trace (a held call has a second item once a resume settles it). Items carry no arguments or results unless the run's stream.content asks for them.
+ */
+export interface CallItem {
+  turn: number;
+  call_id: string;
+  tool: string;
+  /**
+   * As a trace line's outcome.
+   */
+  outcome: 'executed' | 'cached' | 'cancelled' | 'held' | 'dangling' | 'dropped' | 'rejected';
+  /**
+   * The log record a cached call was served from.
+   */
+  served_from?: number;
+  relation?: 'earlier_turn' | 'same_response';
+  /**
+   * The first 16 hex digits of the SHA-256 of the call's downstream key (the key itself is not streamed).
+   */
+  key_hash?: string;
+  /**
+   * The outcome is an error (the tool failed, or the call was refused).
+   */
+  failed?: boolean;
+  /**
+   * As a trace line's near_miss, without values: the nearest record, the reason, the JSON Pointers that differ.
+   */
+  near_miss?: {
+    record: number;
+    reason: 'arguments' | 'not_idempotent' | 'after_resume' | 'same_response' | 'hook';
+    paths?: string[];
+  };
+  /**
+   * With stream.content: the arguments compared for dedup, unless over 16 KiB (then cut_bytes).
+   */
+  arguments?: {
+    [k: string]: unknown;
+  };
+  /**
+   * With stream.content: the tool's JSON result, unless over 16 KiB (then cut_bytes).
+   */
+  result?: unknown;
+  /**
+   * With stream.content: the error text of a failed call.
+   */
+  error?: string;
+  /**
+   * With stream.content: the size of the arguments or result left out for being over 16 KiB.
+   */
+  cut_bytes?: number;
+}
+
+/**
  * A thread's state: its conversation and each agent's log (a dedup snapshot). The tulip.thread query's answer, a thread run's result's state, a continued run's carried state. Runs write it by reference: conversation names the runs that hold its first messages, records are thin (arguments as a hash, large results as a message number); messages then holds only what follows, in full. States written before by-reference runs (and by custom Checkpointers) hold everything in messages and full records.
  */
 export interface Checkpoint {
@@ -318,6 +370,10 @@ export interface RunInput {
    */
   previous_run_id?: string;
   /**
+   * The thread has no earlier run: set only when a describe of the workflow ID found none and this run was started with the reuse policy REJECT_DUPLICATE (the server then guarantees it). The run loads nothing and does not wait out the visibility lag; set otherwise, a thread that had runs would start empty.
+   */
+  new_thread?: boolean;
+  /**
    * The user's message.
    */
   message?: string;
@@ -355,6 +411,27 @@ export interface RunInput {
    * Run the calls of one response one after another.
    */
   sequential_calls?: boolean;
+  /**
+   * What the run streams on Temporal's Workflow Streams (docs/protocol.md, Live runs). Absent: every decision on tulip.calls and each answer whole on tulip.text, published by the workflow (no history event).
+   */
+  stream?: {
+    /**
+     * No stream: no handlers, no items.
+     */
+    off?: boolean;
+    /**
+     * Stream the model's answer as it is generated (pieces sent by the model activity by signal: one event per batch).
+     */
+    text?: boolean;
+    /**
+     * Interval of those batches, in milliseconds. Default 300.
+     */
+    batch_ms?: number;
+    /**
+     * Add each call's arguments and result (or error) to its tulip.calls item, each up to 16 KiB.
+     */
+    content?: boolean;
+  };
   /**
    * Set by continue-as-new only (workflow.Carry); clients never set it.
    */
@@ -413,6 +490,32 @@ export interface RunResult {
   }[];
 }
 
+/**
+ * One item of a run's tulip.text stream topic. With stream.text, the model activity publishes each answer in pieces (delta, seq from 0, by attempt); then the workflow publishes one item with done for the turn, naming the attempt whose answer the run took and its number of pieces in seq. Keep that attempt's pieces; drop a failed attempt's. When the answer was not streamed (or not every piece could be sent), the done item holds the whole answer in delta: take it, and ignore that turn's later pieces.
+ */
+export interface TextItem {
+  /**
+   * The turn, as on trace lines.
+   */
+  turn: number;
+  /**
+   * The model activity's attempt (1 is the first); 0 on a done item whose delta is the whole answer.
+   */
+  attempt: number;
+  /**
+   * A piece's number within its attempt; on a done item, how many pieces its attempt had.
+   */
+  seq: number;
+  /**
+   * A piece of the answer; on a done item, the whole answer when it was not streamed.
+   */
+  delta?: string;
+  /**
+   * The turn's answer is complete.
+   */
+  done?: boolean;
+}
+
 export interface ToolCall {
   id: string;
   name: string;
@@ -430,7 +533,7 @@ export interface TraceLine {
   call_id: string;
   tool: string;
   /**
-   * The arguments compared for dedup (post-hook), as a JSON object; null when rejected, in a dropped call's line (its held line has them), and in the held line of a call after the first whose text is not a JSON object.
+   * The arguments compared for dedup (post-hook), as a JSON object; null when rejected, in the held and dropped lines of a call after the first whose text is not a JSON object, and in dropped lines of runs recorded before the workflow version tulip-state-by-ref (their held line has them).
    */
   arguments: {
     [k: string]: unknown;

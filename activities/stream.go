@@ -1,0 +1,165 @@
+package activities
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/tulip-temporal/tulip/streams"
+)
+
+// The topics of a run's stream (package streams: Temporal's Workflow
+// Streams protocol). docs/protocol.md, "Live runs", gives their items.
+const (
+	// TopicCalls has one CallItem (workflow package) per tool-call
+	// decision, published by the workflow as it decides.
+	TopicCalls = "tulip.calls"
+	// TopicText has the model's answers: TextItem deltas as the model
+	// generates them (when the run streams text and the model can), and
+	// one item with Done per answer.
+	TopicText = "tulip.text"
+)
+
+// TextItem is one item of TopicText. A model that streams publishes its
+// answer in pieces (Delta, Seq counting from 0) from the model activity;
+// then the workflow publishes one item with Done, naming the attempt
+// whose answer it took (Seq: how many pieces it had): a client keeps that
+// attempt's pieces and drops a failed attempt's. When the model did not
+// stream, or its pieces could not all be sent, the Done item holds the
+// whole answer in Delta (a client takes it, and ignores pieces of that
+// turn that come later).
+type TextItem struct {
+	Turn    int    `json:"turn"`
+	Attempt int    `json:"attempt"`
+	Seq     int    `json:"seq"`
+	Delta   string `json:"delta,omitempty"`
+	Done    bool   `json:"done,omitempty"`
+}
+
+// TextStream, in a ModelInput, asks the model activity to stream the
+// answer as it is generated: what the model generated in each BatchMillis
+// (zero: 300) is one piece, sent to the run's stream by signal.
+type TextStream struct {
+	BatchMillis int `json:"batch_ms,omitempty"`
+}
+
+// Streamed, in a ModelResponse, says the model activity streamed the
+// answer in Pieces pieces in attempt Attempt.
+type Streamed struct {
+	Attempt int `json:"attempt"`
+	Pieces  int `json:"pieces"`
+}
+
+// textPublisher streams one model call's answer. The model's deltas (a
+// token or a word each) are joined into one piece per batch interval, so
+// that a piece costs its items' envelope once, not once per token.
+type textPublisher struct {
+	pub      *streams.Publisher
+	turn     int
+	attempt  int
+	interval time.Duration
+	mu       sync.Mutex
+	text     strings.Builder // deltas not yet in a piece
+	pieces   int
+	failed   bool
+	started  bool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// textStream sets req.OnText to publish to the run's stream when the input
+// asks for it (and this is an activity with a client); nil otherwise.
+func (m *Models) textStream(ctx context.Context, in ModelInput, req *ModelRequest) *textPublisher {
+	if in.TextStream == nil || !activity.IsActivity(ctx) {
+		return nil
+	}
+	info := activity.GetInfo(ctx)
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return nil
+	}
+	interval := time.Duration(in.TextStream.BatchMillis) * time.Millisecond
+	if interval <= 0 {
+		interval = 300 * time.Millisecond
+	}
+	t := &textPublisher{turn: in.Turn, attempt: int(info.Attempt), interval: interval,
+		stop: make(chan struct{}), done: make(chan struct{}),
+		pub: streams.NewPublisher(c, info.WorkflowExecution.ID, info.WorkflowExecution.RunID,
+			streams.PublisherOptions{BatchInterval: interval})}
+	req.OnText = func(delta string) {
+		if delta == "" {
+			return
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.text.WriteString(delta)
+		if !t.started {
+			t.started = true
+			go t.loop()
+		}
+	}
+	return t
+}
+
+// loop sends a piece every interval while the model generates.
+func (t *textPublisher) loop() {
+	defer close(t.done)
+	tick := time.NewTicker(t.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+			t.cut()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = t.pub.Flush(ctx) // a batch not sent yet is sent again by Close
+			cancel()
+		}
+	}
+}
+
+// cut makes the deltas so far one piece.
+func (t *textPublisher) cut() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.text.Len() == 0 {
+		return
+	}
+	if err := t.pub.Publish(TopicText, TextItem{Turn: t.turn, Attempt: t.attempt, Seq: t.pieces, Delta: t.text.String()}); err != nil {
+		t.failed = true
+	}
+	t.pieces++
+	t.text.Reset()
+}
+
+// close sends what is left (before the activity completes, so the pieces
+// come before the workflow's Done item) and says what was streamed; nil
+// when the model streamed nothing, or when a piece could not be sent: then
+// the Done item carries the whole answer (it is whole in the response).
+func (t *textPublisher) close(ctx context.Context) *Streamed {
+	t.mu.Lock()
+	started := t.started
+	t.started = true // no loop after close
+	t.mu.Unlock()
+	if started {
+		close(t.stop)
+		<-t.done
+	}
+	t.cut()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := t.pub.Close(cctx)
+	if err != nil {
+		activity.GetLogger(ctx).Warn("tulip: streaming the model's answer", "error", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pieces == 0 || err != nil || t.failed {
+		return nil
+	}
+	return &Streamed{Attempt: t.attempt, Pieces: t.pieces}
+}

@@ -1,0 +1,412 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Options bound a Stream. The zero value is ready.
+type Options struct {
+	// MaxItems and MaxBytes bound the items a run keeps (bytes of wire data
+	// and topic names): past either, the oldest are truncated, and a
+	// subscriber that far behind polls again from the oldest kept (the
+	// official clients do so on TruncatedOffset). Zero: 4,096 items, 1 MiB.
+	MaxItems int
+	MaxBytes int
+	// CarryBytes bounds the items handed to the next run by continue-as-new:
+	// the items every subscriber that polled within ReadWindow has read
+	// are left behind, and of the rest at most CarryBytes of the newest go.
+	// When no subscriber polled within ReadWindow, none go: a stream nobody
+	// reads adds nothing to the next run's input. Zero: 256 KiB.
+	CarryBytes int
+	// ReadWindow: a subscriber that polled within it counts as reading
+	// (above). Zero: 1 minute.
+	ReadWindow time.Duration
+	// PublisherTTL is how long a publisher's last sequence is kept for
+	// deduplication across continue-as-new. Zero: 15 minutes.
+	PublisherTTL time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxItems <= 0 {
+		o.MaxItems = 4096
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 1 << 20
+	}
+	if o.CarryBytes <= 0 {
+		o.CarryBytes = 256 << 10
+	}
+	if o.ReadWindow <= 0 {
+		o.ReadWindow = time.Minute
+	}
+	if o.PublisherTTL <= 0 {
+		o.PublisherTTL = 15 * time.Minute
+	}
+	return o
+}
+
+// Stream is the workflow side of a workflow stream: an append-only log of
+// items with offsets, published to by workflow code (Publish, no event)
+// and by signal (PublishInput), read by poll updates. Its state is
+// workflow state: replay rebuilds the same log, with the same offsets,
+// from the same history. Use it from workflow code only.
+type Stream struct {
+	opts     Options
+	log      []WireItem // offsets are base + index
+	bytes    int
+	base     int64
+	seqs     map[string]int64
+	seen     map[string]float64
+	draining bool
+	polls    int           // poll handlers still open
+	parked   map[int]int64 // waiting polls: the offset each waits for
+	nextPoll int           // ids of parked
+	marks    []readMark    // recent polls: what their subscribers had read
+	lazy     map[int64]any // items of PublishLazy not encoded yet, by offset
+	ch       workflow.ReceiveChannel
+	now      func() time.Time
+}
+
+// readMark says a subscriber had read every item before offset upTo at
+// workflow time at.
+type readMark struct {
+	at   time.Time
+	upTo int64
+}
+
+// New registers the stream's handlers on the workflow (call it before
+// the workflow's first blocking call) and returns it, holding prior (a
+// continued run's State) when there is one.
+func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
+	s := &Stream{opts: opts.withDefaults(), seqs: map[string]int64{}, seen: map[string]float64{}, parked: map[int]int64{}, lazy: map[int64]any{},
+		now: func() time.Time { return workflow.Now(ctx) }}
+	if prior != nil {
+		for i, it := range prior.Log {
+			s.log = append(s.log, WireItem{Topic: it.Topic, Data: it.Data, Offset: prior.BaseOffset + int64(i)})
+			s.bytes += itemSize(it)
+		}
+		s.base = prior.BaseOffset
+		for _, r := range prior.Readers {
+			sec, frac := math.Modf(r.At)
+			s.marks = append(s.marks, readMark{at: time.Unix(int64(sec), int64(frac*1e9)), upTo: r.UpTo})
+		}
+		maps.Copy(s.seqs, prior.PublisherSeqs)
+		maps.Copy(s.seen, prior.PublisherLastSeen)
+	}
+	ch := workflow.GetSignalChannel(ctx, PublishSignal)
+	s.ch = ch
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var in PublishInput
+			if !ch.Receive(ctx, &in) {
+				return
+			}
+			s.onPublish(in)
+		}
+	})
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, PollUpdate, s.onPoll, workflow.UpdateHandlerOptions{
+		Validator: func(in PollInput) error {
+			if s.draining {
+				return temporal.NewNonRetryableApplicationError("the run is draining its stream for continue-as-new (poll again)", ErrStreamDraining, nil)
+			}
+			if in.FromOffset < 0 {
+				return temporal.NewNonRetryableApplicationError(fmt.Sprintf("from_offset %d is negative", in.FromOffset), "BadPoll", nil)
+			}
+			return nil
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetQueryHandler(ctx, OffsetQuery, func() (int64, error) { return s.Offset(), nil }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Sync appends the batches published by signal that have arrived but not
+// been appended yet. Signals are read by a coroutine of their own, which
+// runs after the workflow's main coroutine in a workflow task: call Sync
+// before publishing what must come after them (an activity's pieces,
+// signalled before it completed, before the workflow's item about its
+// result).
+func (s *Stream) Sync() {
+	for {
+		var in PublishInput
+		if !s.ch.ReceiveAsync(&in) {
+			return
+		}
+		s.onPublish(in)
+	}
+}
+
+// Offset is the next item's offset.
+func (s *Stream) Offset() int64 { return s.base + int64(len(s.log)) }
+
+// Publish appends value to topic, encoded by the default payload
+// converter. It adds no history event: replay publishes it again, at the
+// same offset.
+func (s *Stream) Publish(topic string, value any) error {
+	data, err := Encode(value)
+	if err != nil {
+		return err
+	}
+	s.append(WireItem{Topic: topic, Data: data})
+	return nil
+}
+
+// PublishLazy is Publish for a value the default converter can encode
+// (JSON): it is encoded only when a subscriber polls (or the stream is
+// handed over), so a stream nobody reads costs no encoding, on replay
+// either. Offsets and truncation are what Publish gives. A value that
+// then fails to encode is published as {"error": "..."}.
+func (s *Stream) PublishLazy(topic string, value any) {
+	s.log = append(s.log, WireItem{Topic: topic, Offset: s.Offset()})
+	s.lazy[s.log[len(s.log)-1].Offset] = value
+	for len(s.log) > 1 && len(s.log) > s.opts.MaxItems {
+		s.drop(1)
+	}
+}
+
+// encodeLazy encodes the items PublishLazy left, then truncates by
+// MaxBytes: what eager encoding would have kept (the newest items within
+// both bounds).
+func (s *Stream) encodeLazy() {
+	if len(s.lazy) == 0 {
+		return
+	}
+	for i := range s.log {
+		v, ok := s.lazy[s.log[i].Offset]
+		if !ok {
+			continue
+		}
+		data, err := Encode(v)
+		if err != nil {
+			data, _ = Encode(map[string]string{"error": err.Error()})
+		}
+		s.log[i].Data = data
+		s.bytes += itemSize(s.log[i])
+		delete(s.lazy, s.log[i].Offset)
+	}
+	for len(s.log) > 1 && s.bytes > s.opts.MaxBytes {
+		s.drop(1)
+	}
+}
+
+func itemSize(it WireItem) int { return len(it.Data) + len(it.Topic) }
+
+func (s *Stream) append(it WireItem) {
+	it.Offset = s.Offset()
+	s.log = append(s.log, it)
+	s.bytes += itemSize(it)
+	for len(s.log) > 1 && (len(s.log) > s.opts.MaxItems || s.bytes > s.opts.MaxBytes) {
+		s.drop(1)
+	}
+}
+
+func (s *Stream) drop(n int) {
+	for _, it := range s.log[:n] {
+		if _, ok := s.lazy[it.Offset]; ok {
+			delete(s.lazy, it.Offset) // never encoded, never counted
+			continue
+		}
+		s.bytes -= itemSize(it)
+	}
+	s.log = append(s.log[:0:0], s.log[n:]...)
+	s.base += int64(n)
+}
+
+// Truncate discards the items before offset upTo (subscribers asking for
+// them get TruncatedOffset).
+func (s *Stream) Truncate(upTo int64) error {
+	s.encodeLazy()
+	n := upTo - s.base
+	if n <= 0 {
+		return nil
+	}
+	if n > int64(len(s.log)) {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("cannot truncate to offset %d: only %d items exist", upTo, s.Offset()), ErrTruncateOutOfRange, nil)
+	}
+	s.drop(int(n))
+	return nil
+}
+
+func (s *Stream) onPublish(in PublishInput) {
+	if in.PublisherID != "" {
+		if in.Sequence <= s.seqs[in.PublisherID] {
+			return // a retried batch already appended
+		}
+		s.seqs[in.PublisherID] = in.Sequence
+		s.seen[in.PublisherID] = float64(s.now().Unix())
+	}
+	for _, e := range in.Items {
+		s.append(WireItem{Topic: e.Topic, Data: e.Data})
+	}
+}
+
+func (s *Stream) truncated(from int64) error {
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("offset %d has been truncated; the oldest kept is %d", from, s.base), ErrTruncatedOffset, nil)
+}
+
+// mark remembers that a subscriber had read everything before upTo, and
+// forgets marks older than ReadWindow.
+func (s *Stream) mark(upTo int64) {
+	now := s.now()
+	i := 0
+	for i < len(s.marks) && now.Sub(s.marks[i].at) > s.opts.ReadWindow {
+		i++
+	}
+	s.marks = append(s.marks[i:], readMark{at: now, upTo: upTo})
+}
+
+func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) {
+	s.polls++
+	defer func() { s.polls-- }()
+	s.encodeLazy()
+	s.mark(max(in.FromOffset, s.base))
+	if in.FromOffset != 0 && in.FromOffset < s.base {
+		return PollResult{}, s.truncated(in.FromOffset)
+	}
+	id := s.nextPoll
+	s.nextPoll++
+	s.parked[id] = max(in.FromOffset, s.base)
+	err := workflow.Await(ctx, func() bool {
+		return s.draining || (in.FromOffset != 0 && in.FromOffset < s.base) ||
+			int64(len(s.log)) > max(in.FromOffset-s.base, 0)
+	})
+	delete(s.parked, id)
+	if err != nil {
+		return PollResult{}, err
+	}
+	s.encodeLazy()
+	from := in.FromOffset - s.base
+	if from < 0 {
+		if in.FromOffset != 0 {
+			return PollResult{}, s.truncated(in.FromOffset)
+		}
+		from = 0
+	}
+	from = min(from, int64(len(s.log)))
+	want := map[string]bool{}
+	for _, t := range in.Topics {
+		want[t] = true
+	}
+	res := PollResult{Items: []WireItem{}, NextOffset: s.Offset()}
+	size := 0
+	for _, it := range s.log[from:] {
+		if len(want) > 0 && !want[it.Topic] {
+			continue
+		}
+		if n := itemSize(it); size+n > MaxPollBytes && len(res.Items) > 0 {
+			res.NextOffset, res.MoreReady = it.Offset, true
+			break
+		} else {
+			size += n
+		}
+		res.Items = append(res.Items, it)
+	}
+	return res, nil
+}
+
+// Settle waits, up to grace, until the subscribers have read the last
+// item: until every poll waiting asks for what comes after it, or no
+// subscriber polled within ReadWindow. Call it before Drain when the run
+// is about to close (not continue as new), so that a subscriber between
+// two polls reads the last items before the run is gone. It waits (with a
+// timer, which adds events) only when there were subscribers and they had
+// not caught up.
+func (s *Stream) Settle(ctx workflow.Context, grace time.Duration) error {
+	caughtUp := func() bool {
+		now, recent := s.now(), false
+		for _, m := range s.marks {
+			recent = recent || now.Sub(m.at) <= s.opts.ReadWindow
+		}
+		if !recent {
+			return true
+		}
+		if len(s.parked) == 0 {
+			return false
+		}
+		for _, from := range s.parked {
+			if from < s.Offset() {
+				return false
+			}
+		}
+		return true
+	}
+	if caughtUp() {
+		return nil
+	}
+	_, err := workflow.AwaitWithTimeout(ctx, grace, caughtUp)
+	return err
+}
+
+// Drain hands the stream over: polls are refused from now on
+// (StreamDraining: their subscribers poll again and land on the next run),
+// open polls answer what they have, and Drain returns once they have. Call
+// it before continue-as-new, and before the run returns, so that open
+// subscribers read every item.
+func (s *Stream) Drain(ctx workflow.Context) error {
+	s.draining = true
+	return workflow.Await(ctx, func() bool { return s.polls == 0 })
+}
+
+// Draining reports whether Drain was called.
+func (s *Stream) Draining() bool { return s.draining }
+
+// State is what the next run needs, after Drain: the items not yet read
+// by every subscriber that polled within ReadWindow (none when no
+// subscriber did), at most CarryBytes of the newest, and the publishers
+// seen within PublisherTTL. Offsets go on from the same number either way.
+func (s *Stream) State() (*State, error) {
+	if !s.draining {
+		return nil, errors.New("streams: State before Drain")
+	}
+	now := s.now()
+	read := int64(-1)
+	for _, m := range s.marks {
+		if now.Sub(m.at) <= s.opts.ReadWindow && (read < 0 || m.upTo < read) {
+			read = m.upTo
+		}
+	}
+	if read < 0 { // nobody reads: carry no items
+		read = s.Offset()
+	}
+	if read > s.base {
+		s.drop(int(min(read, s.Offset()) - s.base))
+	}
+	s.encodeLazy() // only what goes on: items read stay unencoded
+	n := 0
+	for size := 0; n < len(s.log); n++ {
+		it := s.log[len(s.log)-1-n]
+		if size += itemSize(it); size > s.opts.CarryBytes {
+			break
+		}
+	}
+	keep := s.log[len(s.log)-n:]
+	st := &State{Log: make([]WireItem, len(keep)), BaseOffset: s.Offset() - int64(n),
+		PublisherSeqs: map[string]int64{}, PublisherLastSeen: map[string]float64{}}
+	for i, it := range keep {
+		st.Log[i] = WireItem{Topic: it.Topic, Data: it.Data}
+	}
+	for _, m := range s.marks {
+		if now.Sub(m.at) <= s.opts.ReadWindow {
+			st.Readers = append(st.Readers, Reader{At: float64(m.at.UnixNano()) / 1e9, UpTo: m.upTo})
+		}
+	}
+	secs := float64(now.Unix())
+	for id, seq := range s.seqs {
+		if last := s.seen[id]; secs-last < s.opts.PublisherTTL.Seconds() {
+			st.PublisherSeqs[id], st.PublisherLastSeen[id] = seq, last
+		}
+	}
+	return st, nil
+}

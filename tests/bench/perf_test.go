@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// plainTurns is an agent loop written plainly with the SDK: each turn a
+// model activity that returns one call, then that call's tool activity;
+// a last model turn. The baseline of BenchmarkCallLatency (calls one after
+// another) and BenchmarkThroughput.
+func plainTurns(ctx wf.Context, turns int) (int, error) {
+	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
+	for turn := 1; ; turn++ {
+		var calls []activities.ToolCall
+		if err := wf.ExecuteActivity(ao, "plain.TurnModel", turn, turns).Get(ctx, &calls); err != nil {
+			return 0, err
+		}
+		if len(calls) == 0 {
+			return turn, nil
+		}
+		for _, c := range calls {
+			var out json.RawMessage
+			if err := wf.ExecuteActivity(ao, "plain.Tool", c.Name, c.Arguments).Get(ctx, &out); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// plainTurnModel answers turn k of plainTurns: one refund, then nothing.
+func plainTurnModel(_ context.Context, turn, turns int) ([]activities.ToolCall, error) {
+	if turn > turns {
+		return nil, nil
+	}
+	return []activities.ToolCall{{ID: fmt.Sprintf("c%d", turn), Name: "issue_refund",
+		Arguments: fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, turn)}}, nil
+}
+
+// turnsRun is the same for tulip: a refund a turn (by tool), then an
+// answer.
+func turnsRun(turns int, tool string) scenario.Run {
+	var ts []scenario.Turn
+	for turn := 1; turn <= turns; turn++ {
+		calls, _ := plainTurnModel(context.Background(), turn, turns)
+		calls[0].Name = tool
+		ts = append(ts, scenario.Turn{ToolCalls: calls})
+	}
+	done := "done"
+	return scenario.Run{Turns: append(ts, scenario.Turn{Text: &done})}
+}
+
+// sameCallRun is one response of n identical refunds: the first runs, the
+// rest are served from the log.
+func sameCallRun(n int) scenario.Run {
+	calls := make([]activities.ToolCall, n)
+	for i := range calls {
+		calls[i] = activities.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "issue_refund", Arguments: `{"order_id": "ord-1", "amount": 120.0}`}
+	}
+	done := "done"
+	return scenario.Run{Turns: []scenario.Turn{{ToolCalls: calls}, {Text: &done}}}
+}
+
+// perfEnv is a server with a tulip worker (one model per scenario) and a
+// plain worker, each on its own task queue.
+type perfEnv struct {
+	c       client.Client
+	tq, ptq string
+}
+
+func newPerfEnv(b *testing.B, models map[string]activities.Model, workerOpts sdkworker.Options) *perfEnv {
+	srv, err := devserver.Start(devserver.Options{})
+	require.NoError(b, err)
+	b.Cleanup(srv.Stop)
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet()})
+	require.NoError(b, err)
+	b.Cleanup(c.Close)
+	e := &perfEnv{c: c, tq: fmt.Sprintf("bench-tulip-%d", time.Now().UnixNano()), ptq: fmt.Sprintf("bench-plain-%d", time.Now().UnixNano())}
+	// refund_local: plain.Tool's body as a tool declared Local.
+	local, err := activities.NewTool(activities.ToolSpec{Name: "refund_local", Idempotent: true, Local: true},
+		func(ctx context.Context, args map[string]any) (map[string]any, error) {
+			args["refund_id"] = "rf-1"
+			return args, nil
+		})
+	require.NoError(b, err)
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: append(demo.NewToolbox().Tools(), local), Hooks: demo.Hooks(), Models: models})
+	require.NoError(b, err)
+	opts := workerOpts
+	opts.Plugins = []sdkworker.Plugin{plugin}
+	w := sdkworker.New(c, e.tq, opts)
+	require.NoError(b, w.Start())
+	b.Cleanup(w.Stop)
+	pw := sdkworker.New(c, e.ptq, workerOpts)
+	pw.RegisterWorkflowWithOptions(plainTurns, wf.RegisterOptions{Name: "bench.PlainTurns"})
+	pw.RegisterActivityWithOptions(plainTurnModel, activity.RegisterOptions{Name: "plain.TurnModel"})
+	pw.RegisterActivityWithOptions(plainTool, activity.RegisterOptions{Name: "plain.Tool"})
+	require.NoError(b, pw.Start())
+	b.Cleanup(pw.Stop)
+	return e
+}
+
+func (e *perfEnv) history(b *testing.B, id, runID string) *historypb.History {
+	hist := &historypb.History{}
+	it := e.c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(b, err)
+		hist.Events = append(hist.Events, ev)
+	}
+	return hist
+}
+
+func (e *perfEnv) tulip(b *testing.B, model string, turns int, sequential bool) *historypb.History {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h, res, err := agent.Run(ctx, e.c, agent.RunOptions{TaskQueue: e.tq, Model: model, MaxTurns: turns + 2, SequentialCalls: sequential})
+	require.NoError(b, err)
+	require.Equal(b, workflow.StatusCompleted, res.Status)
+	return e.history(b, h.WorkflowID, h.RunID)
+}
+
+func (e *perfEnv) plain(b *testing.B, turns int) *historypb.History {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: e.ptq}, "bench.PlainTurns", turns)
+	require.NoError(b, err)
+	require.NoError(b, run.Get(ctx, nil))
+	return e.history(b, run.GetID(), run.GetRunID())
+}
+
+// medianTurnGap is the median time between consecutive completions of
+// the model activity (server clock): one turn, its tool call included,
+// whether that call is an activity, a local activity or plain.
+func medianTurnGap(hist *historypb.History) time.Duration {
+	model := map[int64]bool{}
+	var done []time.Time
+	for _, e := range hist.Events {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			name := a.GetActivityType().GetName()
+			model[e.GetEventId()] = name == activities.ModelActivity || name == "plain.TurnModel"
+		}
+		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && model[a.GetScheduledEventId()] {
+			done = append(done, e.GetEventTime().AsTime())
+		}
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(done); i++ {
+		gaps = append(gaps, done[i].Sub(done[i-1]))
+	}
+	return median(gaps)
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+// servedTask is how long the workflow task that served n-1 identical calls
+// took (server clock, started to completed), per served call: an upper
+// bound of a served call's cost (the task's round trip included).
+func servedTask(hist *historypb.History, n int) time.Duration {
+	evs := hist.Events
+	tools := 0
+	for i, e := range evs {
+		if e.GetEventType() != enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED {
+			continue
+		}
+		tools++
+		if tools != 2 { // the model's response, then the one executed call
+			continue
+		}
+		var started time.Time
+		for _, f := range evs[i+1:] {
+			switch f.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+				started = f.GetEventTime().AsTime()
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				return f.GetEventTime().AsTime().Sub(started) / time.Duration(n-1)
+			}
+		}
+	}
+	return 0
+}
+
+// BenchmarkCallLatency compares one tool call in tulip with the same call
+// as a plain SDK activity, on the embedded server: 20 turns of one call
+// each, the time from one model completion to the next (median, server
+// clock: the turn, its call included), tulip vs an agent loop written
+// plainly, and with the tool declared Local (a local activity) vs not; and
+// a call served from the log (50 identical calls in one response, run one
+// after another: the first runs, the workflow task after it serves the
+// other 49) vs a turn with an executed one.
+//
+//	go test ./tests/bench -run '^$' -bench CallLatency -benchtime 5x
+func BenchmarkCallLatency(b *testing.B) {
+	const turns, same = 20, 50
+	e := newPerfEnv(b, map[string]activities.Model{"turns": turnsRun(turns, "issue_refund").Model(),
+		"local": turnsRun(turns, "refund_local").Model(), "same": sameCallRun(same).Model()}, sdkworker.Options{})
+	e.tulip(b, "turns", turns, true) // warm-up
+	e.tulip(b, "local", turns, true)
+	e.plain(b, turns)
+	var tulip, local, plain, served []time.Duration
+	i := 0
+	for b.Loop() {
+		arms := []func(){
+			func() { tulip = append(tulip, medianTurnGap(e.tulip(b, "turns", turns, true))) },
+			func() { local = append(local, medianTurnGap(e.tulip(b, "local", turns, true))) },
+			func() { plain = append(plain, medianTurnGap(e.plain(b, turns))) },
+			func() { served = append(served, servedTask(e.tulip(b, "same", 1, true), same)) },
+		}
+		for k := range arms {
+			arms[(i+k)%len(arms)]()
+		}
+		i++
+	}
+	t, p, s, l := median(tulip), median(plain), median(served), median(local)
+	b.ReportMetric(float64(l.Microseconds())/1000, "ms/turn-local")
+	b.ReportMetric(float64(l)/float64(t), "local/activity")
+	b.ReportMetric(float64(t.Microseconds())/1000, "ms/turn-executed")
+	b.ReportMetric(float64(p.Microseconds())/1000, "ms/turn-plain-activity")
+	b.ReportMetric(float64(s.Microseconds())/1000, "ms/call-served")
+	b.ReportMetric(float64(t)/float64(p), "executed/plain-activity")
+	b.ReportMetric(float64(s)/float64(t), "served/executed")
+}
+
+// BenchmarkThroughput runs 50 agent runs at once on one worker (10 turns
+// of one call each, then an answer), with tulip and as the same loop
+// written plainly with the SDK, and reports turns per second of each and
+// their ratio.
+//
+//	go test ./tests/bench -run '^$' -bench Throughput -benchtime 3x
+func BenchmarkThroughput(b *testing.B) {
+	const runs, turns = 50, 10
+	e := newPerfEnv(b, map[string]activities.Model{"turns": turnsRun(turns, "issue_refund").Model()}, sdkworker.Options{})
+	batch := func(one func()) time.Duration {
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range runs {
+			wg.Go(one)
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	tulipBatch := func() time.Duration { return batch(func() { e.tulip(b, "turns", turns, false) }) }
+	plainBatch := func() time.Duration { return batch(func() { e.plain(b, turns) }) }
+	tulipBatch() // warm-up
+	plainBatch()
+	var spentTulip, spentPlain time.Duration
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			spentTulip += tulipBatch()
+			spentPlain += plainBatch()
+		} else {
+			spentPlain += plainBatch()
+			spentTulip += tulipBatch()
+		}
+		i++
+	}
+	done := float64(runs * (turns + 1) * i)
+	b.ReportMetric(done/spentTulip.Seconds(), "turns/s-tulip")
+	b.ReportMetric(done/spentPlain.Seconds(), "turns/s-plain-sdk")
+	b.ReportMetric(spentPlain.Seconds()/spentTulip.Seconds(), "tulip/plain-sdk")
+}

@@ -1,0 +1,529 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/openai"
+	"github.com/tulip-temporal/tulip/streams"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// slowModel is a loopback OpenAI-compatible endpoint that streams its
+// answers slowly (server-sent events, one piece every gap). Its answer
+// depends on the turn (the assistant messages in the request), not on the
+// request count, so a retried model call gets the same answer: turns 1 to
+// tools-1 say a few words and call report_case; the last answers in pieces.
+type slowModel struct {
+	*httptest.Server
+	tool    string // the tool it calls (zero: report_case)
+	tools   int
+	gap     time.Duration
+	started chan int // the turn of each stream, once its first piece is out
+	streams atomic.Int64
+}
+
+func newSlowModel(t *testing.T, tools int, gap time.Duration) *slowModel {
+	m := &slowModel{tools: tools, gap: gap, started: make(chan int, 64)}
+	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.Close)
+	return m
+}
+
+// pieces is what turn k streams.
+func (m *slowModel) pieces(turn int) []string {
+	if turn < m.tools {
+		return []string{"Checking ", fmt.Sprintf("case %d", turn), "… "}
+	}
+	return []string{"All ", "cases ", "are ", "reported, ", "and ", "nothing ", "ran ", "twice."}
+}
+
+func (m *slowModel) text(turn int) string { return strings.Join(m.pieces(turn), "") }
+
+func (m *slowModel) serve(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+		Stream bool `json:"stream"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || !body.Stream {
+		http.Error(w, "this endpoint streams only", http.StatusBadRequest)
+		return
+	}
+	turn := 1
+	for _, msg := range body.Messages {
+		if msg.Role == "assistant" {
+			turn++
+		}
+	}
+	m.streams.Add(1)
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	send := func(chunk any) bool {
+		b, _ := json.Marshal(chunk)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		fl.Flush()
+		return true
+	}
+	for i, p := range m.pieces(turn) {
+		if !send(map[string]any{"choices": []any{map[string]any{"delta": map[string]any{"content": p}}}}) {
+			return
+		}
+		if i == 0 {
+			select {
+			case m.started <- turn:
+			default:
+			}
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(m.gap):
+		}
+	}
+	if turn < m.tools {
+		name, args := "report_case", fmt.Sprintf(`{"case": "case-%d"}`, turn)
+		if m.tool != "" {
+			name, args = m.tool, fmt.Sprintf(`{"order_id": "ord-%d"}`, turn)
+		}
+		send(map[string]any{"choices": []any{map[string]any{"delta": map[string]any{"tool_calls": []any{map[string]any{
+			"index": 0, "id": fmt.Sprintf("c%d", turn), "type": "function",
+			"function": map[string]any{"name": name, "arguments": args}}}}}}})
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+}
+
+// reportCase is the tool the slow model calls.
+func reportCase() *activities.Tool {
+	return activities.MustTool(activities.ToolSpec{Name: "report_case", Idempotent: true},
+		func(ctx context.Context, a struct {
+			Case string `json:"case"`
+		}) (map[string]string, error) {
+			return map[string]string{"reported": a.Case}, nil
+		})
+}
+
+// received is what a subscriber got, in order.
+type received struct {
+	mu    sync.Mutex
+	items []streams.Item
+	at    []time.Time
+}
+
+func (r *received) add(it streams.Item) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.items, r.at = append(r.items, it), append(r.at, time.Now())
+	return nil
+}
+
+func (r *received) snapshot() ([]streams.Item, []time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]streams.Item(nil), r.items...), append([]time.Time(nil), r.at...)
+}
+
+// A run's stream, read with the Go subscriber: every decision on
+// tulip.calls in trace order, the answer's pieces on tulip.text while the
+// model still streams (before the run closes), offsets contiguous across
+// continue-as-new, and the subscriber ends when the chain closes. A run
+// nobody subscribes to has exactly the history of a run with the stream
+// off.
+func TestStreamGoSubscriber(t *testing.T) {
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	model := newSlowModel(t, 5, 80*time.Millisecond)
+	oai, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
+	require.NoError(t, err)
+	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
+
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
+		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
+	require.NoError(t, err)
+	var got received
+	subErr := make(chan error, 1)
+	go func() {
+		subErr <- streams.Subscribe(ctxT(t), c, h.WorkflowID, streams.SubscribeOptions{RunID: h.RunID}, got.add)
+	}()
+	res, err := agent.Await(ctxT(t), c, h, "")
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, 2, res.ContinuedAsNew)
+	select {
+	case err := <-subErr:
+		require.NoError(t, err, "the subscriber ends with the chain")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the subscriber did not end when the run closed")
+	}
+	items, at := got.snapshot()
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, "")
+	require.NoError(t, err)
+	closed := desc.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
+	trace, err := agent.Trace(ctxT(t), c, h, res)
+	require.NoError(t, err)
+	checkStream(t, items, trace, model, res.Answer)
+	var early int
+	runs := map[string]bool{}
+	for i, it := range items {
+		runs[it.RunID] = true
+		if it.Topic == activities.TopicText && at[i].Before(closed) {
+			early++
+		}
+	}
+	assert.Len(t, runs, 3, "items from each run of the chain")
+	assert.GreaterOrEqual(t, early, 10, "pieces arrive while the run goes on")
+
+	// The history cost of a stream nobody reads: none.
+	plain := func(stream *workflow.StreamOptions) int {
+		tq := taskQueue(t.Name() + fmt.Sprint(stream == nil))
+		startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: demo.RefundStory().Models(tq)})
+		h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go", Stream: stream})
+		require.NoError(t, err)
+		return len(history(t, c, h.WorkflowID, h.RunID).GetEvents())
+	}
+	assert.Equal(t, plain(&workflow.StreamOptions{Off: true}), plain(nil), "an unread stream adds no event")
+}
+
+// checkStream checks a subscriber's items against the run's trace and
+// answers: offsets from 0 with no gap or repeat, one calls item per trace
+// line in order, and for each turn a Done item whose attempt's pieces make
+// the turn's text.
+func checkStream(t *testing.T, items []streams.Item, trace []workflow.TraceLine, model *slowModel, answer string) {
+	t.Helper()
+	var calls []workflow.CallItem
+	pieces := map[[2]int][]string{} // turn, attempt
+	seen := map[[3]int]bool{}
+	done := map[int]activities.TextItem{}
+	for i, it := range items {
+		require.Equal(t, int64(i), it.Offset, "offsets from 0, no gap, no repeat")
+		switch it.Topic {
+		case activities.TopicCalls:
+			var ci workflow.CallItem
+			require.NoError(t, it.Decode(&ci))
+			calls = append(calls, ci)
+		case activities.TopicText:
+			var ti activities.TextItem
+			require.NoError(t, it.Decode(&ti))
+			if ti.Done {
+				_, dup := done[ti.Turn]
+				require.False(t, dup, "one Done per turn")
+				if ti.Delta == "" {
+					require.Equal(t, ti.Seq, len(pieces[[2]int{ti.Turn, ti.Attempt}]), "turn %d: Done comes after its attempt's pieces", ti.Turn)
+				}
+				done[ti.Turn] = ti
+				continue
+			}
+			if _, after := done[ti.Turn]; after {
+				continue // a late piece of a turn whose Done carried the whole text
+			}
+			k := [3]int{ti.Turn, ti.Attempt, ti.Seq}
+			require.False(t, seen[k], "piece %v twice", k)
+			seen[k] = true
+			require.Equal(t, len(pieces[[2]int{ti.Turn, ti.Attempt}]), ti.Seq, "pieces in order")
+			pieces[[2]int{ti.Turn, ti.Attempt}] = append(pieces[[2]int{ti.Turn, ti.Attempt}], ti.Delta)
+		default:
+			t.Fatalf("item on topic %q", it.Topic)
+		}
+	}
+	require.Len(t, calls, len(trace))
+	for i, l := range trace {
+		assert.Equal(t, l.CallID, calls[i].CallID)
+		assert.Equal(t, l.Outcome, calls[i].Outcome)
+		assert.Empty(t, calls[i].Arguments, "no arguments unless asked")
+	}
+	require.Len(t, done, model.tools)
+	for turn := 1; turn <= model.tools; turn++ {
+		d := done[turn]
+		if d.Delta != "" { // the pieces could not all be sent: Done has the text
+			assert.Equal(t, model.text(turn), d.Delta, "turn %d", turn)
+			continue
+		}
+		assert.Equal(t, model.text(turn), strings.Join(pieces[[2]int{turn, d.Attempt}], ""), "turn %d: the pieces of attempt %d", turn, d.Attempt)
+	}
+	assert.Equal(t, model.text(model.tools), answer)
+}
+
+// Temporal's official TypeScript Workflow Streams client
+// (@temporalio/workflow-streams) subscribes to a tulip run served by a
+// worker process, on the embedded server, while a slow OpenAI-compatible
+// endpoint streams the answers. The worker is killed with SIGKILL while the
+// model streams, and a new one takes over: the subscriber still gets every
+// decision and the pieces of every answer, in order, with no offset twice
+// and none missing across the two continue-as-new steps, the pieces of the
+// answers while the run goes on, and a Done item per turn naming the
+// attempt whose pieces make its text. The run's histories then replay with
+// the plugin.
+func TestStreamTypeScriptClient(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("SIGKILL of a child process: Linux only")
+	}
+	node, err := exec.LookPath("node")
+	require.NoError(t, err, "node is needed for the TypeScript streams test")
+	dir := npmModules(t, "@temporalio/workflow-streams")
+	bin := crashWorker(t)
+	model := newSlowModel(t, 5, 150*time.Millisecond)
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	worker := func() *exec.Cmd {
+		return startWorkerProcess(t, bin, "-address", server.Address(), "-task-queue", tq, "-billing", "http://127.0.0.1:1", "-openai", model.URL+"/v1")
+	}
+	first := worker()
+	defer func() { _ = first.Process.Kill(); _ = first.Wait() }()
+
+	// The subscriber connects first (node takes a while to start), then
+	// the run starts, then the subscriber is told its workflow id.
+	sub := exec.CommandContext(ctxT(t), node, filepath.Join(dir, "streams.mjs"), server.Address())
+	sub.Dir = dir
+	var subErr syncBuffer
+	sub.Stderr = &subErr
+	out, err := sub.StdoutPipe()
+	require.NoError(t, err)
+	in, err := sub.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, sub.Start())
+	outR := bufio.NewReader(out)
+	ready, err := outR.ReadString('\n')
+	require.NoError(t, err, "the subscriber did not start: %s", subErr.String())
+	require.Equal(t, "ready\n", ready)
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
+		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
+	require.NoError(t, err)
+	_, err = fmt.Fprintln(in, h.WorkflowID)
+	require.NoError(t, err)
+	require.NoError(t, in.Close())
+	type line struct {
+		Topic  string          `json:"topic"`
+		Offset int64           `json:"offset"`
+		Data   json.RawMessage `json:"data"`
+		At     int64           `json:"at"`
+		End    bool            `json:"end"`
+	}
+	lines := make(chan line, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			var l line
+			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				lines <- l
+			}
+		}
+	}()
+
+	// Kill the worker while the model streams turn 3 (in the second run
+	// of the chain): the endpoint says when its first piece is out.
+	var got []line
+	deadline := time.After(2 * time.Minute)
+	for killed := false; !killed; {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "the subscriber ended early: %s", subErr.String())
+			got = append(got, l)
+		case turn := <-model.started:
+			if turn == 3 {
+				require.NoError(t, first.Process.Kill())
+				_ = first.Wait()
+				killed = true
+			}
+		case <-deadline:
+			t.Fatalf("turn 3 never streamed; got %d items; stderr: %s", len(got), subErr.String())
+		}
+	}
+	second := worker()
+	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
+
+	res, err := agent.Await(ctxT(t), c, h, "")
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, 2, res.ContinuedAsNew)
+	ended := false
+	for !ended {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "the subscriber stopped without its end line: %s", subErr.String())
+			if l.End {
+				ended = true
+				break
+			}
+			got = append(got, l)
+		case <-deadline:
+			for _, run := range chainRuns(t, c, h.WorkflowID) {
+				d, _ := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, run)
+				i := d.GetWorkflowExecutionInfo()
+				t.Logf("run %s: %s %s → %s", run, i.GetStatus(), i.GetStartTime().AsTime().Format(time.RFC3339Nano), i.GetCloseTime().AsTime().Format(time.RFC3339Nano))
+			}
+			t.Fatalf("the subscriber did not end after the run closed; stderr: %s", clip([]byte(subErr.String())))
+		}
+	}
+	require.NoError(t, sub.Wait(), subErr.String())
+	t.Logf("the subscriber's polls:\n%s", clip([]byte(subErr.String())))
+
+	// The same checks as the Go subscriber's, on what TypeScript decoded.
+	items := make([]streams.Item, len(got))
+	for i, l := range got {
+		data, err := streams.Encode(l.Data)
+		require.NoError(t, err)
+		items[i] = streams.Item{Topic: l.Topic, Data: data, Offset: l.Offset}
+	}
+	trace, err := agent.Trace(ctxT(t), c, h, res)
+	require.NoError(t, err)
+	checkStream(t, items, trace, model, res.Answer)
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, "")
+	require.NoError(t, err)
+	closed := desc.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
+	early, retried := 0, false
+	for _, l := range got {
+		var ti activities.TextItem
+		if l.Topic == activities.TopicText && json.Unmarshal(l.Data, &ti) == nil {
+			if !ti.Done && time.UnixMilli(l.At).Before(closed) {
+				early++
+			}
+			if ti.Done && ti.Turn == 3 && ti.Attempt > 1 {
+				retried = true
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, early, 10, "pieces arrive while the run goes on")
+	assert.True(t, retried, "turn 3's answer is a later attempt's, after the kill")
+
+	// Replay every run of the chain (signals and updates included).
+	runs := chainRuns(t, c, h.WorkflowID)
+	require.Len(t, runs, 3)
+	dirH := t.TempDir()
+	var files []string
+	for i, run := range runs {
+		f := filepath.Join(dirH, fmt.Sprintf("run-%d.json", i))
+		writeHistory(t, c, agent.Handle{WorkflowID: h.WorkflowID, RunID: run}, f)
+		files = append(files, f)
+	}
+	replayModel, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
+	require.NoError(t, err)
+	require.NoError(t, tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{reportCase()},
+		Models: map[string]activities.Model{"stream": replayModel}}, tworker.ReplayOptions{}, files...))
+}
+
+// chainRuns lists the runs of a workflow's continue-as-new chain, oldest
+// first, from its latest run back.
+func chainRuns(t *testing.T, c client.Client, workflowID string) []string {
+	t.Helper()
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), workflowID, "")
+	require.NoError(t, err)
+	var runs []string
+	for runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); runID != ""; {
+		runs = append([]string{runID}, runs...)
+		runID = history(t, c, workflowID, runID).Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+	}
+	return runs
+}
+
+// timedWriter keeps what is written, with when.
+type timedWriter struct {
+	mu     sync.Mutex
+	chunks []string
+	at     []time.Time
+}
+
+func (w *timedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.chunks, w.at = append(w.chunks, string(p)), append(w.at, time.Now())
+	return len(p), nil
+}
+
+func (w *timedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.chunks, "")
+}
+
+// firstAt is when the output first held s.
+func (w *timedWriter) firstAt(s string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var sb strings.Builder
+	for i, c := range w.chunks {
+		sb.WriteString(c)
+		if strings.Contains(sb.String(), s) {
+			return w.at[i], true
+		}
+	}
+	return time.Time{}, false
+}
+
+// 'tulip chat' shows the run as it goes: its first call line and the
+// model's first words are on stdout while the run is still going, the
+// answer streams in pieces, and a summary ends it; with --json the same
+// trace lines come as they happen, each call once.
+func TestCLIChatLive(t *testing.T) {
+	model := newSlowModel(t, 4, 150*time.Millisecond)
+	model.tool = "lookup_order"
+	var out, errb timedWriter
+	code := cli.Main(ctxT(t), []string{"chat", "--base-url", model.URL + "/v1", "--model", "m", "--address", server.Address(),
+		"look up my orders"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	text := out.String()
+	t.Logf("stdout:\n%s", text)
+	wid := regexp.MustCompile(`(?m)^Run 1 \((\S+)\)`).FindStringSubmatch(text)
+	if wid == nil { // the summary names no run: find it by the chat's id
+		wid = regexp.MustCompile(`tulip-chat-[0-9a-f]+`).FindStringSubmatch(errb.String() + text)
+	}
+	c := dial(t, server.Address())
+	first, ok := out.firstAt("[turn 1] lookup_order")
+	require.True(t, ok, "a line per call")
+	words, ok := out.firstAt("Checking case 1")
+	require.True(t, ok)
+	end, ok := out.firstAt("nothing ran twice.")
+	require.True(t, ok, "the answer")
+	assert.Contains(t, text, "lookup_order  3 of 3 calls", "the summary")
+	// The run ended after the first line and words were out: a streamed
+	// answer takes 8 pieces of 150 ms.
+	assert.Greater(t, end.Sub(first), 1500*time.Millisecond, "the first call line long before the answer")
+	assert.True(t, words.Before(first), "the model's words before its call")
+	var pieces int
+	for _, ch := range out.chunks {
+		if strings.Contains("All cases are reported, and nothing ran twice.", strings.TrimSpace(ch)) && strings.TrimSpace(ch) != "" {
+			pieces++
+		}
+	}
+	assert.GreaterOrEqual(t, pieces, 4, "the answer comes in pieces")
+	_ = c
+	_ = wid
+
+	var jout, jerr timedWriter
+	code = cli.Main(ctxT(t), []string{"chat", "--base-url", model.URL + "/v1", "--model", "m", "--json", "--address", server.Address(),
+		"look up my orders"}, &jout, &jerr)
+	require.Equal(t, 0, code, jerr.String())
+	lines, sum := parseTrace(t, jout.String())
+	require.Len(t, lines, 3, "each call once")
+	assert.Equal(t, 3, sum.BodyInvocations["lookup_order"])
+	firstJSON, ok := jout.firstAt(`"call_id":"c1"`)
+	require.True(t, ok)
+	last, _ := jout.firstAt(`"summary"`)
+	assert.Greater(t, last.Sub(firstJSON), 1500*time.Millisecond, "lines as they happen")
+}

@@ -1,0 +1,174 @@
+package workflow
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/streams"
+)
+
+// StreamOptions choose what a run streams (docs/protocol.md, "Live
+// runs"): Temporal's Workflow Streams, read by any SDK's workflow-streams
+// client or streams.Subscribe. The zero value streams every decision on
+// tulip.calls (items published by the workflow itself: no history event,
+// and no cost at all while nobody polls) and each answer whole on
+// tulip.text once the model returns.
+type StreamOptions struct {
+	// Off turns the stream off: no handlers, no items.
+	Off bool `json:"off,omitempty"`
+	// Text streams the model's answer as it is generated (tulip.text
+	// pieces, sent by the model activity by signal: one history event per
+	// batch). Zero: off.
+	Text bool `json:"text,omitempty"`
+	// BatchMillis is the interval of those batches. Zero: 300.
+	BatchMillis int `json:"batch_ms,omitempty"`
+	// Content adds each call's arguments and result (or error) to its
+	// tulip.calls item, each up to ContentLimit bytes. Zero: off (items
+	// carry no arguments or results).
+	Content bool `json:"content,omitempty"`
+}
+
+// ContentLimit bounds a call item's arguments and result (Content): a
+// longer one is left out and its size given.
+const ContentLimit = 16 << 10
+
+// streamCarryBytes bounds the stream a run hands to its continuation.
+const streamCarryBytes = 64 << 10
+
+// CallItem is one item of the tulip.calls topic: a tool-call decision, as
+// its trace line says it (a held call has a second item once the resume
+// settles it).
+type CallItem struct {
+	Turn    int     `json:"turn"`
+	CallID  string  `json:"call_id"`
+	Tool    string  `json:"tool"`
+	Outcome Outcome `json:"outcome"`
+	// ServedFrom and Relation, for a served (cached) call.
+	ServedFrom *int           `json:"served_from,omitempty"`
+	Relation   dedup.Relation `json:"relation,omitempty"`
+	// KeyHash is the first 16 hex digits of SHA-256 of the downstream key.
+	KeyHash string `json:"key_hash,omitempty"`
+	// Failed says the outcome is an error.
+	Failed bool `json:"failed,omitempty"`
+	// NearMiss, for a call that ran although its tool had records: the
+	// reason and the paths that differ (no values).
+	NearMiss *CallNearMiss `json:"near_miss,omitempty"`
+	// Arguments, Result and Error, with StreamOptions.Content.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *string         `json:"error,omitempty"`
+	// CutBytes, with Content: the size of an argument or result text left
+	// out for being over ContentLimit.
+	CutBytes int `json:"cut_bytes,omitempty"`
+}
+
+// CallNearMiss is a call item's near miss, without values.
+type CallNearMiss struct {
+	Record int                  `json:"record"`
+	Reason dedup.NearMissReason `json:"reason"`
+	Paths  []string             `json:"paths,omitempty"`
+}
+
+// openStream registers the run's stream (its handlers), holding what the
+// run it continues handed over.
+func (r *run) openStream(ctx wf.Context) error {
+	if !r.v3 || (r.in.Stream != nil && r.in.Stream.Off) {
+		return nil
+	}
+	var prior *streams.State
+	if c := r.in.Continued; c != nil {
+		prior = c.Stream
+	}
+	s, err := streams.New(ctx, prior, streams.Options{CarryBytes: streamCarryBytes})
+	if err != nil {
+		return err
+	}
+	r.stream = s
+	return nil
+}
+
+// publishLine publishes a trace line's decision (workflow code: replay
+// publishes it again at the same offset, and no event is added).
+func (r *run) publishLine(l TraceLine) {
+	if r.stream == nil {
+		return
+	}
+	it := CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
+		Relation: l.Relation, Failed: l.Error != nil}
+	if l.Key != "" {
+		sum := sha256.Sum256([]byte(l.Key))
+		it.KeyHash = hex.EncodeToString(sum[:8])
+	}
+	if nm := l.NearMiss; nm != nil {
+		it.NearMiss = &CallNearMiss{Record: nm.Record, Reason: nm.Reason}
+		for _, d := range nm.Differences {
+			it.NearMiss.Paths = append(it.NearMiss.Paths, d.Path)
+		}
+	}
+	if r.in.Stream != nil && r.in.Stream.Content {
+		it.Error = l.Error
+		for _, v := range []struct {
+			dst *json.RawMessage
+			src json.RawMessage
+		}{{&it.Arguments, l.Arguments}, {&it.Result, l.Result}} {
+			if len(v.src) > ContentLimit {
+				it.CutBytes = max(it.CutBytes, len(v.src))
+				continue
+			}
+			*v.dst = v.src
+		}
+	}
+	r.stream.PublishLazy(activities.TopicCalls, it)
+}
+
+// publishAnswer publishes the Done item of a model answer: the whole text
+// when the model activity did not stream it.
+func (r *run) publishAnswer(resp activities.ModelResponse) {
+	if r.stream == nil || resp.Text == "" {
+		return
+	}
+	r.stream.Sync() // the pieces the model activity sent come first
+	it := activities.TextItem{Turn: r.turn, Done: true}
+	if s := resp.Streamed; s != nil {
+		it.Attempt, it.Seq = s.Attempt, s.Pieces
+	} else {
+		it.Delta = resp.Text
+	}
+	r.stream.PublishLazy(activities.TopicText, it)
+}
+
+// textStream is the model input's TextStream for this run.
+func (r *run) textStream() *activities.TextStream {
+	if r.stream == nil || r.in.Stream == nil || !r.in.Stream.Text {
+		return nil
+	}
+	return &activities.TextStream{BatchMillis: r.in.Stream.BatchMillis}
+}
+
+// StreamGrace is how long a closing run waits for its subscribers to read
+// its last items (streams.Stream.Settle): only when some polled within the
+// last minute (in this run or the ones it continues) and have not caught
+// up.
+const StreamGrace = 5 * time.Second
+
+// closeStream drains the stream before the run closes (closing: after its
+// subscribers caught up, within StreamGrace) or continues as new (its
+// subscribers follow to the next run, which holds the items they have not
+// read).
+func (r *run) closeStream(ctx wf.Context, closing bool) error {
+	if r.stream == nil || r.stream.Draining() {
+		return nil
+	}
+	if closing {
+		if err := r.stream.Settle(ctx, StreamGrace); err != nil {
+			return err
+		}
+	}
+	return r.stream.Drain(ctx)
+}
