@@ -11,6 +11,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/demo/pager"
 	"github.com/tulip-temporal/tulip/hooks"
 )
 
@@ -28,6 +29,18 @@ type Toolbox struct {
 	// over HTTP to a billing service) and returns the refund id; the
 	// default makes "rf-N" locally.
 	Refund func(ctx context.Context, orderID string, amount json.Number) (string, error)
+	// Page, when set, performs page_oncall's side effect (for example over
+	// HTTP to a pager service) and returns the page id; the default pages
+	// no one.
+	Page func(ctx context.Context, caseID, summary string) (string, error)
+}
+
+// UsePager makes page_oncall page through a pager service over HTTP.
+func (tb *Toolbox) UsePager(c pager.Client) {
+	tb.Page = func(ctx context.Context, caseID, summary string) (string, error) {
+		p, err := c.Page(ctx, caseID, summary)
+		return p.PageID, err
+	}
 }
 
 // UseBilling makes issue_refund refund through a billing service over
@@ -127,6 +140,13 @@ func NewToolbox() *Toolbox {
 			Parameters:  schema(`"case_id":{"type":"string"},"summary":{"type":"string"}`, "case_id", "summary")},
 			func(ctx context.Context, a pageArgs) (map[string]any, error) {
 				tb.count("page_oncall")
+				if tb.Page != nil {
+					id, err := tb.Page(ctx, a.CaseID, a.Summary)
+					if err != nil {
+						return nil, err
+					}
+					return map[string]any{"paged": a.CaseID, "page_id": id}, nil
+				}
 				return map[string]any{"paged": a.CaseID}, nil
 			}),
 		activities.MustTool(activities.ToolSpec{Name: "deploy_service", Idempotent: true,

@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 	server = srv
 	code := m.Run()
 	srv.Stop()
+	if soakBinDir != "" {
+		_ = os.RemoveAll(soakBinDir)
+	}
 	os.Exit(code)
 }
 

@@ -6,52 +6,176 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/devserver/cluster"
 )
 
-// TestSoakShort runs `tulip soak` for about two minutes: 3 worker processes
-// with a sticky cache of 2, runs over 4 threads for 40 s with a worker
-// SIGKILLed every 4 s and one server restart, then the checker (every run
-// against the same runs played alone, billing's keys, every history
-// replayed). Nothing fires twice, nothing is stuck.
-func TestSoakShort(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("SIGKILL of worker processes: Linux only")
-	}
-	bin := filepath.Join(t.TempDir(), "tulip")
-	build := exec.Command("go", "build", "-o", bin, "github.com/tulip-temporal/tulip/cmd/tulip")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+var (
+	soakBinOnce sync.Once
+	soakBin     string
+	soakBinErr  error
+	soakBinDir  string
+)
 
-	cmd := exec.Command(bin, "soak", "--workers", "3", "--cache-size", "2", "--threads", "4", "--kill-every", "4s",
-		"--server-restarts", "1", "--duration", "40s", "--json")
+// tulipBinary builds the tulip binary once for the soak tests.
+func tulipBinary(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("SIGKILL, SIGSTOP and process groups: Linux only")
+	}
+	soakBinOnce.Do(func() {
+		soakBinDir, soakBinErr = os.MkdirTemp("", "tulip-soak-bin-")
+		if soakBinErr != nil {
+			return
+		}
+		soakBin = filepath.Join(soakBinDir, "tulip")
+		var out []byte
+		out, soakBinErr = exec.Command("go", "build", "-o", soakBin, "github.com/tulip-temporal/tulip/cmd/tulip").CombinedOutput()
+		if soakBinErr != nil {
+			soakBinErr = &buildError{out: string(out), err: soakBinErr}
+		}
+	})
+	require.NoError(t, soakBinErr)
+	return soakBin
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
+
+// runSoak runs `tulip soak ARGS --json` and returns its summary, its stderr
+// and its exit code.
+func runSoak(t *testing.T, args ...string) (cli.SoakSummary, string, int) {
+	t.Helper()
+	cmd := exec.Command(tulipBinary(t), append(append([]string{"soak"}, args...), "--json")...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	t.Logf("soak: %s", strings.TrimSpace(stdout.String()))
-	if err != nil {
-		os.Stderr.Write(stderr.Bytes())
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
 	}
-	require.NoError(t, err)
+	t.Logf("soak (%s, exit %d): %s", time.Since(start).Round(time.Second), code, strings.TrimSpace(stdout.String()))
 	var sum cli.SoakSummary
-	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum), "one JSON line: %s", stdout.String())
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum), "one JSON line: %s\n%s", stdout.String(), tail(stderr.String()))
+	return sum, stderr.String(), code
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return s[len(s)-4000:]
+	}
+	return s
+}
+
+// TestSoakShort runs `tulip soak` with every fault kind of the embedded
+// server for 30 s after a 10 s fault-free baseline: 3 worker processes
+// with a sticky cache of 2, 6 threads (every third started plainly), runs
+// continuing as new every 2 turns, payloads encrypted; a worker SIGKILLed
+// every 3 s, a server restart, a server pause, a proxy drop and delay. The
+// checker: runs against the same runs played alone, the services'
+// witnesses, every history replayed. Nothing fires twice, nothing is stuck.
+// The bounds asserted are counts (every thread plays at least one run in
+// each phase; the scheduled faults are all injected), not times.
+func TestSoakShort(t *testing.T) {
+	bin := tulipBinary(t)
+	keys := filepath.Join(t.TempDir(), "keys")
+	out, err := exec.Command(bin, "keygen", "soak-1").Output()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keys, out, 0o600))
+
+	sum, stderr, code := runSoak(t, "--workers", "3", "--cache-size", "2", "--threads", "6", "--duration", "30s", "--baseline", "10s",
+		"--kill-every", "3s", "--server-restarts", "1", "--pauses", "1", "--proxy-drops", "1", "--proxy-delays", "1",
+		"--continue-after-turns", "2", "--plain-every", "3", "--codec-key-file", keys)
+	if code != 0 {
+		t.Log(tail(stderr))
+	}
+	require.Zero(t, code)
 	assert.Zero(t, sum.Duplicates)
 	assert.Zero(t, sum.Stuck)
 	assert.Zero(t, sum.Failed)
-	assert.Empty(t, sum.Violations)
+	assert.Zero(t, sum.ViolationCount)
 	assert.Equal(t, sum.Runs, sum.Completed)
-	assert.Greater(t, sum.Runs, 8)
-	assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 5)
-	assert.Equal(t, 1, sum.Faults["server_restart"])
-	assert.Equal(t, 4, sum.DistinctKeys)
+	assert.GreaterOrEqual(t, sum.Runs, 12)
+	assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 3)
+	for _, kind := range []string{"server_restart", "server_pause", "proxy_drop", "proxy_delay"} {
+		assert.Equal(t, 1, sum.Faults[kind], kind)
+	}
+	assert.Equal(t, 6, sum.DistinctKeys)
 	assert.Equal(t, sum.DistinctKeys, sum.Refunds)
-	assert.Equal(t, sum.Runs, sum.ReplayedHistories)
+	assert.GreaterOrEqual(t, sum.WitnessRequests, sum.Refunds+sum.Pages)
+	assert.Greater(t, sum.ReplayedHistories, sum.Runs, "runs continue as new: more histories than runs")
 	assert.Greater(t, sum.BaselineTurnsPerS, 0.0)
+	assert.Greater(t, sum.TurnsPerS, 0.0)
+	assert.Zero(t, sum.Unrecovered, "every activity in flight on a killed worker was retried")
+}
+
+// TestSoakControls: the checker catches a worker that serves nothing
+// (dedup-off: the log comparison sees it) and one that runs the body of a
+// call it served (served-but-ran: only the witnesses see it). Each exits
+// 1, names a run and a call, and counts duplicates.
+func TestSoakControls(t *testing.T) {
+	tulipBinary(t)
+	for _, inject := range []string{"dedup-off", "served-but-ran"} {
+		t.Run(inject, func(t *testing.T) {
+			t.Parallel()
+			sum, stderr, code := runSoak(t, "--inject", inject, "--workers", "2", "--threads", "2", "--duration", "10s", "--baseline=-1s",
+				"--kill-every=-1s", "--server-restarts", "0", "--pauses", "0", "--proxy-drops", "0", "--proxy-delays", "0", "--model-latency", "0")
+			assert.Equal(t, 1, code)
+			assert.Greater(t, sum.Duplicates, 0)
+			assert.Zero(t, sum.Stuck)
+			line := regexp.MustCompile(`tulip: soak: run t\d+k\d+ call t\d+k\d+-[a-h]: [a-z_]+: .*`).FindString(stderr)
+			require.NotEmpty(t, line, "a violation naming a run and a call: %s", tail(stderr))
+			t.Logf("%s", line)
+			if inject == "served-but-ran" {
+				assert.Contains(t, stderr, "served_reached_service")
+				assert.NotContains(t, stderr, ": log: ", "the logs are right: only the witnesses see it")
+			}
+		})
+	}
+}
+
+// TestSoakCluster runs `tulip soak --cluster` for 40 s after a 10 s
+// baseline: PostgreSQL, frontend, 2 history, matching and worker processes;
+// a worker SIGKILLed every 8 s, and a history, a matching and a frontend
+// process SIGKILLed and restarted and PostgreSQL restarted in turn, a proxy
+// drop. Nothing fires twice, nothing is stuck.
+func TestSoakCluster(t *testing.T) {
+	if _, err := cluster.FindPostgres(""); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%v (.ci/run installs it with scripts/install-test-deps)", err)
+		}
+		t.Skipf("%v", err)
+	}
+	sum, stderr, code := runSoak(t, "--cluster", "--workers", "2", "--threads", "4", "--duration", "40s", "--baseline", "10s",
+		"--kill-every", "8s", "--service-kills", "4", "--pauses", "0", "--proxy-drops", "1", "--proxy-delays", "0", "--plain-every", "0")
+	if code != 0 {
+		t.Log(tail(stderr))
+	}
+	require.Zero(t, code)
+	assert.Equal(t, "cluster", sum.Server)
+	assert.Zero(t, sum.Duplicates)
+	assert.Zero(t, sum.Stuck)
+	assert.Zero(t, sum.ViolationCount)
+	for _, kind := range []string{"history_kill", "matching_kill", "frontend_kill", "db_restart"} {
+		assert.Equal(t, 1, sum.Faults[kind], kind)
+	}
+	assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 3)
+	assert.GreaterOrEqual(t, sum.Runs, 8)
 }

@@ -50,9 +50,11 @@ Usage:
   tulip codec-server --codec-key-file FILE [--port N] [--allow-origin URL,...]
                                         serve the codec endpoint that decrypts payloads for a Web UI
   tulip keygen KEY_ID                   print a key file line with a fresh AES-256 key
-  tulip soak [--workers N] [--threads T] [--runs R] [--kill-every D] [--server-restarts K] [--json]
-                                        many agents on worker processes, with kills and server
-                                        restarts, checked against the same runs played alone
+  tulip soak [--cluster] [--workers N] [--threads T] [--duration D] [--kill-every D] [--json]
+                                        many agents on worker processes, with worker kills,
+                                        server restarts and pauses, dropped connections (and on
+                                        a cluster service kills), checked against the same runs
+                                        played alone and the services' witnesses
 
 Commands that talk to a server take --address and --namespace, and read the
 Temporal CLI's environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
@@ -114,6 +116,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.soak(args[1:])
 	case "soak-worker":
 		err = e.soakWorker(args[1:])
+	case "soak-server":
+		err = e.soakServer(args[1:])
 	case "cluster-service":
 		err = e.clusterService(args[1:])
 	case "help", "-h", "--help":

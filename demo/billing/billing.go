@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/demo/witness"
 )
 
 // RefundRequest is the body of POST /refunds.
@@ -37,6 +38,7 @@ type Receipt struct {
 // Server is the billing service.
 type Server struct {
 	mu      sync.Mutex
+	witness witness.Log
 	byKey   map[string]entry
 	made    []Receipt
 	srv     *http.Server
@@ -89,6 +91,10 @@ func (s *Server) KeyOf(refundID string) string {
 	return ""
 }
 
+// Witnesses returns every refund request received, in order, with what it
+// named (package witness): repeats of a key and refused ones too.
+func (s *Server) Witnesses() []witness.Request { return s.witness.Requests() }
+
 // Refunds returns the refunds made, in order.
 func (s *Server) Refunds() []Receipt {
 	s.mu.Lock()
@@ -103,6 +109,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func (s *Server) refund(w http.ResponseWriter, r *http.Request) {
+	s.witness.Add(witness.FromRequest("billing", r))
 	key := r.Header.Get(activities.IdempotencyKeyHeader)
 	if key == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing Idempotency-Key header"})
@@ -148,7 +155,7 @@ type Client struct {
 
 // Refund asks billing for a refund. The request carries the tool
 // execution's idempotency key from ctx, so every attempt of one execution
-// is one refund.
+// is one refund, and names the call, run and attempt (witness.SetHeaders).
 func (c Client) Refund(ctx context.Context, orderID string, amount json.Number) (Receipt, error) {
 	body, _ := json.Marshal(RefundRequest{OrderID: orderID, Amount: amount})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/refunds", bytes.NewReader(body))
@@ -156,7 +163,7 @@ func (c Client) Refund(ctx context.Context, orderID string, amount json.Number) 
 		return Receipt{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if err := activities.SetIdempotencyKeyHeader(ctx, req); err != nil {
+	if err := witness.SetHeaders(ctx, req); err != nil {
 		return Receipt{}, err
 	}
 	hc := c.HTTP

@@ -414,6 +414,26 @@ func (c *Cluster) Kill(service string, index int) error {
 	}
 }
 
+// Signal sends sig to process index of service and its process group:
+// SIGSTOP pauses it (its connections stay open, nothing answers), SIGCONT
+// resumes it. A process that is down is left alone.
+func (c *Cluster) Signal(service string, index int, sig syscall.Signal) error {
+	c.mu.Lock()
+	p, err := c.process(service, index)
+	var cmd *exec.Cmd
+	if err == nil {
+		cmd = p.cmd
+	}
+	c.mu.Unlock()
+	if err != nil || cmd == nil {
+		return err
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		return &ProcessError{Service: service, Index: index, Err: err}
+	}
+	return nil
+}
+
 // Restart starts process index of service again on the same ports (after
 // killing it if it runs) and waits until it is ready. Clients keep the
 // same frontend address. A restarted history process takes shards back

@@ -1,0 +1,300 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	sdkworkflow "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/demo/witness"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// Record is an execution-log record.
+type Record = dedup.Record
+
+// Finding kinds.
+const (
+	// FindLog: a record differs from the reference's (origin, served-from
+	// or call id); a duplicate when it executed where the reference serves.
+	FindLog = "log"
+	// FindServedReached: a call the reference serves reached a service.
+	FindServedReached = "served_reached_service"
+	// FindSecondEffect: an executed call reached its service again, not as
+	// a later attempt with the same key.
+	FindSecondEffect = "second_effect"
+	// FindMissingEffect: an executed call of a completed run never reached
+	// its service.
+	FindMissingEffect = "missing_effect"
+	// FindUnknownCall: a request that names no call of the soak.
+	FindUnknownCall = "unknown_call"
+)
+
+// Finding is one violation the checker found: a run ("t3k5": thread 3's
+// run 5; "?": none), a call, what, and whether it is a duplicate side
+// effect.
+type Finding struct {
+	Run       string
+	Call      string
+	Kind      string
+	Detail    string
+	Duplicate bool
+}
+
+func (f Finding) String() string {
+	return fmt.Sprintf("run %s call %s: %s: %s", f.Run, f.Call, f.Kind, f.Detail)
+}
+
+// Prefix is the records of ref made by runs 0..n-1 of its thread (they
+// come first: a thread's log only grows).
+func Prefix(ref []Record, n int) []Record {
+	for k, r := range ref {
+		if _, rk, _, ok := parseCall(r.CallID); ok && rk >= n {
+			return ref[:k]
+		}
+	}
+	return ref
+}
+
+// CheckThread compares a thread's final execution log with the reference
+// thread's (Prefix: as far as this thread's runs went): each call's records
+// (call ids compared with their thread left out, the n-th record of a call
+// with the reference's n-th) must have the same origin and be served from
+// the same call. Records are matched by call, not by position, so a record
+// missing or extra is one finding, not a shift of every later one. Linear
+// in the records.
+func CheckThread(thread int, got, want []Record) []Finding {
+	wantAt, counts := map[string]int{}, map[string]int{}
+	for k, w := range want {
+		wantAt[occurrence(counts, sameCall(w.CallID))] = k
+	}
+	var out []Finding
+	seen := map[string]int{}
+	for _, g := range got {
+		key := occurrence(seen, sameCall(g.CallID))
+		k, ok := wantAt[key]
+		if !ok {
+			out = append(out, Finding{Run: runOf(g.CallID), Call: g.CallID, Kind: FindLog,
+				Detail: fmt.Sprintf("record %d (%s, %s) is not in the log alone", g.Seq, g.Tool, g.Origin), Duplicate: g.Origin == dedup.Executed})
+			continue
+		}
+		delete(wantAt, key)
+		w := want[k]
+		gf, wf := servedFrom(got, g), servedFrom(want, w)
+		if g.Origin == w.Origin && gf == wf {
+			continue
+		}
+		out = append(out, Finding{Run: runOf(g.CallID), Call: g.CallID, Kind: FindLog,
+			Detail:    fmt.Sprintf("record %d %s from %s, alone %s from %s", g.Seq, g.Origin, gf, w.Origin, wf),
+			Duplicate: g.Origin == dedup.Executed && w.Origin == dedup.Served})
+	}
+	missing := make([]int, 0, len(wantAt))
+	for _, k := range wantAt {
+		missing = append(missing, k)
+	}
+	sort.Ints(missing)
+	for _, k := range missing {
+		w := want[k]
+		call := fmt.Sprintf("t%d%s", thread, sameCall(w.CallID))
+		out = append(out, Finding{Run: runOf(call), Call: call, Kind: FindLog,
+			Detail: fmt.Sprintf("the thread's log lacks the record alone has at %d (%s, %s)", k, w.Tool, w.Origin)})
+	}
+	return out
+}
+
+// occurrence counts call in seen and names its n-th record ("k5-a#1").
+func occurrence(seen map[string]int, call string) string {
+	seen[call]++
+	return fmt.Sprintf("%s#%d", call, seen[call])
+}
+
+// servedFrom names the call a served record was served from ("-": none).
+func servedFrom(log []Record, r Record) string {
+	if r.ServedFrom == nil {
+		return "-"
+	}
+	if *r.ServedFrom < 0 || *r.ServedFrom >= len(log) {
+		return fmt.Sprintf("record %d", *r.ServedFrom)
+	}
+	return sameCall(log[*r.ServedFrom].CallID)
+}
+
+// Effects are what the reference threads say about each call of a kind of
+// thread (plain or not), by sameCall: how many of its records executed (0:
+// served).
+type Effects map[bool]map[string]int
+
+// NewEffects indexes the reference logs.
+func NewEffects(logs map[bool][]Record) Effects {
+	e := Effects{}
+	for plain, recs := range logs {
+		m := map[string]int{}
+		for _, r := range recs {
+			if r.Origin == dedup.Executed {
+				m[sameCall(r.CallID)]++
+			} else if _, ok := m[sameCall(r.CallID)]; !ok {
+				m[sameCall(r.CallID)] = 0
+			}
+		}
+		e[plain] = m
+	}
+	return e
+}
+
+// CheckWitnesses compares the services' requests with the reference: a
+// served call reaches no service; an executed call reaches its service
+// once per execution, and again only with the same key on a later attempt
+// (retried). plain says which threads start plainly.
+func CheckWitnesses(reqs []witness.Request, ref Effects, plain func(thread int) bool) (findings []Finding, retried int) {
+	byCall := map[string][]witness.Request{}
+	for _, r := range reqs {
+		byCall[r.Call] = append(byCall[r.Call], r)
+	}
+	calls := make([]string, 0, len(byCall))
+	for c := range byCall {
+		calls = append(calls, c)
+	}
+	sort.Strings(calls)
+	for _, call := range calls {
+		rs := byCall[call]
+		sort.SliceStable(rs, func(a, b int) bool { return rs[a].At.Before(rs[b].At) })
+		t, _, _, parsed := parseCall(call)
+		n, known := ref[parsed && plain(t)][sameCall(call)]
+		where := fmt.Sprintf("%s from %s (workflow %s run %s attempt %d)", rs[0].Service, rs[0].Tool, rs[0].Workflow, rs[0].Run, rs[0].Attempt)
+		switch {
+		case !parsed || !known:
+			findings = append(findings, Finding{Run: runOf(call), Call: call, Kind: FindUnknownCall, Detail: where, Duplicate: true})
+			continue
+		case n == 0:
+			findings = append(findings, Finding{Run: runOf(call), Call: call, Kind: FindServedReached,
+				Detail: fmt.Sprintf("served alone, reached %s, %d request(s)", where, len(rs)), Duplicate: true})
+			continue
+		}
+		effects, again := countEffects(rs)
+		retried += again
+		if effects > n {
+			findings = append(findings, Finding{Run: runOf(call), Call: call, Kind: FindSecondEffect,
+				Detail: fmt.Sprintf("%d effects at %s, alone %d execution(s)", effects, where, n), Duplicate: true})
+		}
+	}
+	return findings, retried
+}
+
+// CheckMissing finds the calls a thread's log says executed, of a tool that
+// calls a service (serviced), in a run that completed, that no request
+// reached (reached counts requests by call id).
+func CheckMissing(got []Record, reached map[string]int, serviced map[string]bool, completed func(run string) bool) []Finding {
+	var out []Finding
+	for _, r := range got {
+		if r.Origin == dedup.Executed && serviced[r.Tool] && reached[r.CallID] == 0 && completed(runOf(r.CallID)) {
+			out = append(out, Finding{Run: runOf(r.CallID), Call: r.CallID, Kind: FindMissingEffect,
+				Detail: r.Tool + " executed, no request reached its service"})
+		}
+	}
+	return out
+}
+
+// countEffects splits one call's requests (in time order) into effects
+// and retries: a retry repeats an earlier request's key on a later attempt.
+func countEffects(rs []witness.Request) (effects, retries int) {
+	for k, r := range rs {
+		retry := false
+		for _, p := range rs[:k] {
+			if p.Key == r.Key && r.Attempt > p.Attempt {
+				retry = true
+				break
+			}
+		}
+		if retry {
+			retries++
+		} else {
+			effects++
+		}
+	}
+	return effects, retries
+}
+
+// threadLog is the execution log the thread's newest run holds (raw: thin
+// records stay thin; origins, served-from and call ids are all there).
+func threadLog(ctx context.Context, c client.Client, threadID string) ([]Record, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
+	if err != nil {
+		return nil, fmt.Errorf("soak: thread %s: %w", threadID, err)
+	}
+	v, err := c.QueryWorkflow(ctx, threadID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), workflow.QueryLog)
+	if err != nil {
+		return nil, fmt.Errorf("soak: thread %s's log: %w", threadID, err)
+	}
+	var recs []Record
+	if err := v.Get(&recs); err != nil {
+		return nil, fmt.Errorf("soak: thread %s's log: %w", threadID, err)
+	}
+	return recs, nil
+}
+
+// replayer replays histories from memory with one reused replayer.
+type replayer struct {
+	r      sdkworker.WorkflowReplayer
+	logger sdklog.Logger
+}
+
+func newReplayer(opts tworker.Options, ro sdkworker.WorkflowReplayerOptions) (*replayer, error) {
+	plugin, err := tworker.NewPlugin(opts)
+	if err != nil {
+		return nil, err
+	}
+	ro.Plugins = append(ro.Plugins, plugin)
+	ro.DisableDeadlockDetection = true
+	r, err := sdkworker.NewWorkflowReplayerWithOptions(ro)
+	if err != nil {
+		return nil, err
+	}
+	return &replayer{r: r, logger: sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, nil
+}
+
+// replayChain replays run h and the runs it continued as, one history in
+// memory at a time, and returns how many it replayed.
+func (rp *replayer) replayChain(ctx context.Context, c client.Client, workflowID, runID string) (int, error) {
+	n := 0
+	for runID != "" {
+		it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		hist := &historypb.History{}
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return n, fmt.Errorf("history of %s: %w", runID, err)
+			}
+			hist.Events = append(hist.Events, ev)
+		}
+		err := rp.r.ReplayWorkflowHistoryWithOptions(rp.logger, hist,
+			sdkworker.ReplayWorkflowHistoryOptions{OriginalExecution: sdkworkflow.Execution{ID: workflowID, RunID: runID}})
+		if err != nil {
+			return n, fmt.Errorf("run %s does not replay: %s", runID, firstLine(err.Error()))
+		}
+		n++
+		runID = ""
+		if evs := hist.GetEvents(); len(evs) > 0 {
+			runID = evs[len(evs)-1].GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		}
+	}
+	return n, nil
+}
+
+func firstLine(s string) string {
+	for i := range len(s) {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

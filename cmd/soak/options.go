@@ -1,0 +1,211 @@
+package soak
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Options configure Run. Every zero value is documented; Run fills them in.
+type Options struct {
+	// Binary is the tulip binary that hosts the worker, server and cluster
+	// service processes (its hidden soak-worker, soak-server and
+	// cluster-service commands). Zero value: os.Executable().
+	Binary string
+	// Address is a Temporal frontend to soak instead of a server of the
+	// soak's own: no server faults then. Zero value: the soak starts one.
+	Address string
+	// Namespace on Address. Zero value: "default".
+	Namespace string
+	// Cluster runs the soak on a devserver/cluster cluster (PostgreSQL and
+	// each service in its own process). Zero value: the embedded server in
+	// its own process on a file database.
+	Cluster bool
+	// Workers is how many worker OS processes poll the soak's task queue.
+	// Zero value: 3.
+	Workers int
+	// CacheSize is each worker's sticky cache size (small: runs are evicted
+	// and replayed). Zero value: 2.
+	CacheSize int
+	// Threads is how many threads the runs are spread over (one open run
+	// per thread). Zero value: 6.
+	Threads int
+	// Runs stops starting runs after this many in the fault phase. Zero
+	// value: only Duration bounds them.
+	Runs int
+	// Duration is how long runs start in the fault phase. Zero value: 2m.
+	Duration time.Duration
+	// Baseline is how long runs start in the fault-free phase before it,
+	// with the same workers and threads. Zero value: Duration (a fair
+	// baseline). Negative: one run per thread.
+	Baseline time.Duration
+	// KillEvery SIGKILLs a random worker process this often (a new one
+	// takes its place). Zero value: 5s. Negative: never.
+	KillEvery time.Duration
+	// ServerRestarts stops the embedded server and starts it again on the
+	// same database this many times. Zero value: none.
+	ServerRestarts int
+	// Pauses SIGSTOPs the server process (on a cluster: a history
+	// process) for PauseFor, then SIGCONTs it, this many times. Zero value:
+	// none.
+	Pauses int
+	// PauseFor is how long a pause lasts. Zero value: 3s.
+	PauseFor time.Duration
+	// ProxyDrops closes every connection between the workers and the
+	// server this many times. Zero value: none.
+	ProxyDrops int
+	// ProxyDelays delays everything the proxy forwards by ProxyDelay for
+	// PauseFor this many times. Zero value: none.
+	ProxyDelays int
+	// ProxyDelay is the delay. Zero value: 300ms.
+	ProxyDelay time.Duration
+	// ServiceKills, on a cluster, kills a history, matching or frontend
+	// process, or restarts PostgreSQL, this many times in turn. Zero value:
+	// none.
+	ServiceKills int
+	// ContinueAfterTurns continues runs as new after this many turns. Zero
+	// value: the library's default (250: soak runs never continue).
+	ContinueAfterTurns int
+	// PlainEvery starts every PlainEvery-th thread's runs the plain way: a
+	// raw ExecuteWorkflow with only thread, model and message. Zero value:
+	// none.
+	PlainEvery int
+	// ModelLatency is how long the workers' model takes to answer (the
+	// reference's answers at once). Zero value: no wait.
+	ModelLatency time.Duration
+	// CodecKeyFile encrypts every payload with these keys, in the workers,
+	// the reference runs and the replays. Zero value: none.
+	CodecKeyFile string
+	// Inject breaks the workers on purpose, a control the checker must
+	// catch: "dedup-off" or "served-but-ran". Zero value: none.
+	Inject string
+	// Progress receives progress lines. Zero value: none.
+	Progress io.Writer
+	// Log receives the worker, server and SDK logs. Zero value: none.
+	Log io.Writer
+	// LogLevel is the processes' log level ("error", "warn", ...). Zero
+	// value: "error".
+	LogLevel string
+}
+
+// Injections are Options.Inject's values.
+var Injections = []string{"dedup-off", "served-but-ran"}
+
+// UsageError is Options that cannot run.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return "soak: " + e.Msg }
+
+func (o *Options) fill() error {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.Workers, 3)
+	def(&o.CacheSize, 2)
+	def(&o.Threads, 6)
+	if o.Duration == 0 {
+		o.Duration = 2 * time.Minute
+	}
+	if o.Baseline == 0 {
+		o.Baseline = o.Duration
+	}
+	if o.KillEvery == 0 {
+		o.KillEvery = 5 * time.Second
+	}
+	if o.PauseFor == 0 {
+		o.PauseFor = 3 * time.Second
+	}
+	if o.ProxyDelay == 0 {
+		o.ProxyDelay = 300 * time.Millisecond
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "error"
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	switch {
+	case o.Workers < 1 || o.Threads < 1 || o.Runs < 0 || o.Duration < 0:
+		return &UsageError{"workers and threads must be at least 1, runs and duration not negative"}
+	case o.Inject != "" && o.Inject != Injections[0] && o.Inject != Injections[1]:
+		return &UsageError{fmt.Sprintf("--inject %q: one of %v", o.Inject, Injections)}
+	case o.Address != "" && o.Cluster:
+		return &UsageError{"--address and --cluster exclude each other"}
+	case o.ServiceKills > 0 && !o.Cluster:
+		return &UsageError{"--service-kills needs --cluster"}
+	}
+	return nil
+}
+
+// Summary is the soak's outcome: 'tulip soak --json' prints it as one line.
+type Summary struct {
+	// Server is what was soaked: "embedded", "cluster" or "address".
+	Server    string `json:"server"`
+	Runs      int    `json:"runs"`
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+	Stuck     int    `json:"stuck"`
+	// Faults counts the faults injected, by kind (nemesis.go).
+	Faults map[string]int `json:"faults"`
+	// Refunds and DistinctKeys are billing's refunds and their keys.
+	Refunds      int `json:"refunds"`
+	DistinctKeys int `json:"distinct_keys"`
+	// Pages is the pager's pages: one per request.
+	Pages int `json:"pages"`
+	// WitnessRequests is every request the services received;
+	// RetriedRequests those that repeated an executed call with its key on
+	// a later attempt (a crash-window retry).
+	WitnessRequests int `json:"witness_requests"`
+	RetriedRequests int `json:"retried_requests"`
+	// Duplicates are calls with a side effect their reference run does not
+	// have: executed where it serves (log) or reaching a service where it
+	// serves, or reaching one twice (witnesses).
+	Duplicates int `json:"duplicates"`
+	// ReplayedHistories counts the histories replayed (every run of every
+	// chain).
+	ReplayedHistories int `json:"replayed_histories"`
+	// Turns and BaselineTurns are the model turns of the fault phase's
+	// runs and of the fault-free phase's.
+	Turns         int `json:"turns"`
+	BaselineTurns int `json:"baseline_turns"`
+	// TurnsPerS and BaselineTurnsPerS are the fault phase's and the
+	// fault-free phase's throughput; ThroughputRatio the first over the
+	// second.
+	TurnsPerS         float64 `json:"turns_per_s"`
+	BaselineTurnsPerS float64 `json:"baseline_turns_per_s"`
+	ThroughputRatio   float64 `json:"throughput_ratio"`
+	// Recovery: for each tool or model activity in flight on a killed
+	// worker, the time from the kill to its retry's start.
+	RecoverySamples int     `json:"recovery_samples"`
+	RecoveryP50S    float64 `json:"recovery_p50_s"`
+	RecoveryP99S    float64 `json:"recovery_p99_s"`
+	RecoveryMaxS    float64 `json:"recovery_max_s"`
+	// Unrecovered are in-flight activities with no later attempt.
+	Unrecovered int `json:"unrecovered"`
+	// Violations name a run and a call each; at most MaxViolations are
+	// kept, ViolationCount counts them all.
+	Violations     []string `json:"violations,omitempty"`
+	ViolationCount int      `json:"violation_count"`
+	// Elapsed is the whole soak; CheckS the checker's share.
+	ElapsedS           float64 `json:"elapsed_s"`
+	CheckS             float64 `json:"check_s"`
+	WorkerProcessesRan int     `json:"worker_processes"`
+}
+
+// MaxViolations bounds Summary.Violations.
+const MaxViolations = 50
+
+func (s *Summary) violate(format string, a ...any) {
+	s.ViolationCount++
+	if len(s.Violations) < MaxViolations {
+		s.Violations = append(s.Violations, fmt.Sprintf(format, a...))
+	}
+}

@@ -1,0 +1,411 @@
+package soak
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/demo/pager"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// soak is one soak's parts.
+type soak struct {
+	o       Options
+	dir     string
+	bill    *billing.Server
+	page    *pager.Server
+	srv     server
+	proxy   *Proxy
+	c       client.Client
+	workers *pool
+	w       *workload
+	next    map[int]int // thread -> runs started on it
+	sum     Summary
+}
+
+// Run runs a soak: the fault-free baseline, the fault phase, the checker.
+// A soak that ran returns its Summary and no error, violations or not
+// (Summary.ViolationCount says); an error is a soak that could not run.
+func Run(ctx context.Context, o Options) (Summary, error) {
+	start := time.Now()
+	if err := o.fill(); err != nil {
+		return Summary{}, err
+	}
+	s := &soak{o: o, sum: Summary{Faults: map[string]int{}}}
+	defer s.close()
+	if err := s.setUp(ctx); err != nil {
+		return Summary{}, err
+	}
+	baseline := s.baseline(ctx)
+	faulted, kills := s.faultPhase(ctx)
+	s.sum.ThroughputRatio = s.sum.TurnsPerS / max(s.sum.BaselineTurnsPerS, 1e-9)
+	checkStart := time.Now()
+	s.progress("checking %d runs", len(baseline)+len(faulted))
+	if err := s.check(ctx, append(baseline, faulted...), kills); err != nil {
+		return Summary{}, err
+	}
+	s.sum.CheckS = time.Since(checkStart).Seconds()
+	s.sum.WorkerProcessesRan = s.workers.stop()
+	s.sum.ElapsedS = time.Since(start).Seconds()
+	return s.sum, nil
+}
+
+func (s *soak) progress(format string, a ...any) {
+	fmt.Fprintf(s.o.Progress, "soak: "+format+"\n", a...)
+}
+
+// setUp starts the services, the server, the proxy and the workers.
+func (s *soak) setUp(ctx context.Context) error {
+	var err error
+	if s.o.Binary, err = executable(s.o.Binary); err != nil {
+		return err
+	}
+	if s.dir, err = os.MkdirTemp("", "tulip-soak-"); err != nil {
+		return err
+	}
+	if s.bill, err = billing.Start(); err != nil {
+		return err
+	}
+	if s.page, err = pager.Start(); err != nil {
+		return err
+	}
+	if err := s.startServer(ctx); err != nil {
+		return err
+	}
+	dc, fc, err := converters(s.o.CodecKeyFile)
+	if err != nil {
+		return err
+	}
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(s.o.Log, &slog.HandlerOptions{Level: slog.LevelError})))
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	s.c, err = client.DialContext(dctx, client.Options{HostPort: s.srv.Address(), Namespace: s.o.Namespace, Logger: logger, DataConverter: dc, FailureConverter: fc})
+	if err != nil {
+		return fmt.Errorf("soak: cannot reach Temporal at %s: %v", s.srv.Address(), err)
+	}
+	if s.proxy, err = StartProxy(s.srv.Address()); err != nil {
+		return err
+	}
+	tq := "soak-" + randomID()
+	s.w = &workload{c: s.c, dc: dc, tq: tq, continueAfter: s.o.ContinueAfterTurns, plainEvery: s.o.PlainEvery}
+	args := []string{"soak-worker", "--address", s.proxy.Address(), "--namespace", s.o.Namespace, "--task-queue", tq,
+		"--cache-size", fmt.Sprint(s.o.CacheSize), "--billing", s.bill.URL(), "--pager", s.page.URL(),
+		"--attempts", s.attemptsFile(), "--log-level", s.o.LogLevel, "--model-latency", s.o.ModelLatency.String()}
+	if s.o.CodecKeyFile != "" {
+		args = append(args, "--codec-key-file", s.o.CodecKeyFile)
+	}
+	if s.o.Inject != "" {
+		args = append(args, "--inject", s.o.Inject)
+	}
+	s.workers = &pool{bin: s.o.Binary, args: args, log: s.o.Log}
+	for range s.o.Workers {
+		if err := s.workers.spawn(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *soak) attemptsFile() string { return filepath.Join(s.dir, "attempts.jsonl") }
+
+func (s *soak) startServer(ctx context.Context) error {
+	var err error
+	switch {
+	case s.o.Address != "":
+		s.srv, s.sum.Server = external{addr: s.o.Address}, "address"
+	case s.o.Cluster:
+		s.progress("starting a cluster (PostgreSQL, frontend, 2 history, matching, worker)")
+		s.srv, err = startCluster(ctx, s.o.Binary, s.o.PauseFor, s.o.LogLevel)
+		s.sum.Server = "cluster"
+	default:
+		s.srv, err = startEmbedded(s.o.Binary, s.dir, s.o.PauseFor, s.o.Log, s.o.LogLevel)
+		s.sum.Server = "embedded"
+	}
+	if err != nil {
+		s.srv = nil
+	}
+	return err
+}
+
+func (s *soak) close() {
+	if s.workers != nil {
+		s.workers.stop()
+	}
+	if s.proxy != nil {
+		s.proxy.Close()
+	}
+	if s.c != nil {
+		s.c.Close()
+	}
+	if s.srv != nil {
+		s.srv.Stop()
+	}
+	if s.bill != nil {
+		s.bill.Close()
+	}
+	if s.page != nil {
+		s.page.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// phase plays runs until the deadline (or runs are started), and returns
+// them and their throughput in turns per second.
+func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread bool) ([]*run, float64) {
+	var mu sync.Mutex
+	var done []*run
+	started := map[int]int{}
+	total := 0
+	if s.next == nil {
+		s.next = map[int]int{}
+	}
+	start := time.Now()
+	deadline := start.Add(d)
+	pctx, cancel := context.WithTimeout(ctx, d+5*time.Minute)
+	defer cancel()
+	s.w.playThreads(pctx, s.o.Threads, func(t int) *run {
+		mu.Lock()
+		defer mu.Unlock()
+		if (perThread && started[t] > 0) || (!perThread && time.Now().After(deadline)) || (runs > 0 && total >= runs) {
+			return nil
+		}
+		started[t]++
+		total++
+		s.next[t]++
+		return s.w.newRun(s.next[t]-1, t)
+	}, func(r *run) {
+		mu.Lock()
+		done = append(done, r)
+		mu.Unlock()
+	})
+	turns := 0
+	for _, r := range done {
+		turns += r.turns
+	}
+	return done, float64(turns) / time.Since(start).Seconds()
+}
+
+func turnsOf(runs []*run) int {
+	n := 0
+	for _, r := range runs {
+		n += r.turns
+	}
+	return n
+}
+
+func (s *soak) baseline(ctx context.Context) []*run {
+	perThread := s.o.Baseline < 0
+	s.progress("%d worker processes; a fault-free baseline of %s over %d threads", s.o.Workers, s.o.Baseline, s.o.Threads)
+	runs, tps := s.phase(ctx, max(s.o.Baseline, 0), s.o.Runs, perThread)
+	s.sum.BaselineTurnsPerS, s.sum.BaselineTurns = tps, turnsOf(runs)
+	return runs
+}
+
+// faultPhase plays runs for Duration while the nemesis works.
+func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
+	counts := faultCounts(s.o, s.srv.Kinds())
+	n := newNemesis(s.srv, s.proxy, s.workers, s.o)
+	for _, c := range counts {
+		n.faults[c.Kind] = 0
+	}
+	if s.o.KillEvery > 0 {
+		n.faults[WorkerKill] = 0
+	}
+	s.progress("runs for %s, a worker killed every %s, faults %v", s.o.Duration, s.o.KillEvery, counts)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.run(ctx, s.o.Duration, Schedule(s.o.Duration, counts))
+	}()
+	runs, tps := s.phase(ctx, s.o.Duration, s.o.Runs, false)
+	<-done
+	s.sum.TurnsPerS, s.sum.Turns = tps, turnsOf(runs)
+	faults, kills := n.counts()
+	s.sum.Faults = faults
+	return runs, kills
+}
+
+// faultCounts are the faults other than worker kills that o asks for, of
+// the kinds the server takes (and the proxy's).
+func faultCounts(o Options, kinds []string) []Count {
+	want := []Count{{ServerRestart, o.ServerRestarts}, {ServerPause, o.Pauses}, {ProxyDrop, o.ProxyDrops}, {ProxyDelay, o.ProxyDelays}}
+	want = append(Spread(o.ServiceKills, ServiceKinds), want...)
+	takes := map[string]bool{ProxyDrop: true, ProxyDelay: true}
+	for _, k := range kinds {
+		takes[k] = true
+	}
+	var out []Count
+	for _, c := range want {
+		if takes[c.Kind] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// check runs the checker: run outcomes, thread logs against the reference,
+// witnesses, replays, recovery.
+func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
+	completed := map[string]bool{}
+	perKind := map[bool]int{}
+	for _, r := range runs {
+		s.sum.Runs++
+		perKind[r.plain] = max(perKind[r.plain], r.k+1)
+		name := fmt.Sprintf("t%dk%d", r.thread, r.k)
+		switch r.status {
+		case workflow.StatusCompleted:
+			s.sum.Completed++
+			completed[name] = true
+		case workflow.StatusFailed:
+			s.sum.Failed++
+			s.sum.violate("run %s (%s %s): failed: %s", name, r.h.WorkflowID, r.h.RunID, r.err)
+		default:
+			s.sum.Stuck++
+			s.sum.violate("run %s (%s %s): stuck: %s", name, r.h.WorkflowID, r.h.RunID, r.err)
+		}
+	}
+	t0 := time.Now()
+	ref, err := s.reference(ctx, perKind)
+	if err != nil {
+		return err
+	}
+	s.progress("reference threads played in %s", time.Since(t0).Round(time.Second))
+	dups := map[string]bool{}
+	reached := s.checkWitnesses(ref, dups)
+	serviced := map[string]bool{"issue_refund": true, "page_oncall": true}
+	for t, n := range s.next {
+		got, err := threadLog(ctx, s.c, s.w.threadID(t))
+		if err != nil {
+			s.sum.violate("thread %d: %v", t, err)
+			continue
+		}
+		s.record(CheckThread(t, got, Prefix(ref[s.w.plain(t)], n)), dups)
+		s.record(CheckMissing(got, reached, serviced, func(run string) bool { return completed[run] }), dups)
+	}
+	s.sum.Duplicates = len(dups)
+	t0 = time.Now()
+	if err := s.replay(ctx, runs); err != nil {
+		return err
+	}
+	s.progress("%d histories replayed in %s", s.sum.ReplayedHistories, time.Since(t0).Round(time.Second))
+	return s.recovery(kills)
+}
+
+func (s *soak) record(fs []Finding, dups map[string]bool) {
+	for _, f := range fs {
+		if f.Duplicate {
+			dups[f.Call] = true
+		}
+		s.sum.violate("%s", f)
+	}
+}
+
+// reference plays one thread of each kind alone, as far as the soak's
+// threads of that kind went, on an in-process worker with no fault and no
+// services.
+func (s *soak) reference(ctx context.Context, perKind map[bool]int) (map[bool][]Record, error) {
+	tq := "soak-ref-" + randomID()
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: Models(0)})
+	if err != nil {
+		return nil, err
+	}
+	wk := sdkworker.New(s.c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	if err := wk.Start(); err != nil {
+		return nil, fmt.Errorf("soak: reference worker: %v", err)
+	}
+	defer wk.Stop()
+	ref := &workload{c: s.c, dc: s.w.dc, tq: tq, continueAfter: s.w.continueAfter, plainEvery: s.w.plainEvery}
+	return ref.reference(ctx, s.o.Threads, perKind, 2*time.Minute)
+}
+
+// checkWitnesses checks the services' requests and returns how many
+// reached them for each call.
+func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) map[string]int {
+	reqs := append(s.bill.Witnesses(), s.page.Witnesses()...)
+	s.sum.WitnessRequests = len(reqs)
+	s.sum.Refunds = len(s.bill.Refunds())
+	keys := map[string]bool{}
+	for _, rc := range s.bill.Refunds() {
+		keys[s.bill.KeyOf(rc.RefundID)] = true
+	}
+	s.sum.DistinctKeys = len(keys)
+	s.sum.Pages = s.page.Pages()
+	fs, retried := CheckWitnesses(reqs, NewEffects(ref), s.w.plain)
+	s.sum.RetriedRequests = retried
+	s.record(fs, dups)
+	reached := map[string]int{}
+	for _, r := range reqs {
+		reached[r.Call]++
+	}
+	return reached
+}
+
+// replay replays every run's chain with the workers' configuration, one
+// history in memory at a time.
+func (s *soak) replay(ctx context.Context, runs []*run) error {
+	wo, err := workerOptions(WorkerOptions{Billing: s.bill.URL(), Pager: s.page.URL(), Inject: s.o.Inject})
+	if err != nil {
+		return err
+	}
+	dc, fc, err := converters(s.o.CodecKeyFile)
+	if err != nil {
+		return err
+	}
+	rp, err := newReplayer(wo, sdkworker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc})
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.h.RunID == "" {
+			continue
+		}
+		n, err := rp.replayChain(ctx, s.c, r.h.WorkflowID, r.h.RunID)
+		s.sum.ReplayedHistories += n
+		if err != nil {
+			s.sum.violate("run t%dk%d (%s): %v", r.thread, r.k, r.h.WorkflowID, err)
+		}
+	}
+	return nil
+}
+
+func (s *soak) recovery(kills []Kill) error {
+	rec, err := Recoveries(func() (io.ReadCloser, error) { return os.Open(s.attemptsFile()) }, kills)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	s.sum.RecoverySamples = len(rec.Samples)
+	s.sum.RecoveryP50S = rec.Percentile(0.5).Seconds()
+	s.sum.RecoveryP99S = rec.Percentile(0.99).Seconds()
+	if len(rec.Samples) > 0 {
+		s.sum.RecoveryMaxS = rec.Samples[len(rec.Samples)-1].Seconds()
+	}
+	s.sum.Unrecovered = len(rec.Unrecovered)
+	for _, u := range rec.Unrecovered {
+		s.sum.violate("activity %s: in flight on a killed worker, never retried", u)
+	}
+	return nil
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,237 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/demo/pager"
+	tworker "github.com/tulip-temporal/tulip/worker"
+)
+
+// pool is the soak's worker OS processes on one task queue.
+type pool struct {
+	bin  string
+	args []string
+	log  io.Writer
+
+	mu      sync.Mutex
+	procs   []*exec.Cmd
+	spawned int
+}
+
+// spawn starts one more worker process and waits until it polls, trying
+// again for up to 2 minutes while the server is away (a worker that cannot
+// reach it exits).
+func (p *pool) spawn() error {
+	var cmd *exec.Cmd
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		if cmd, _, err = startProcess("a worker", p.bin, p.args, p.log); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	p.mu.Lock()
+	p.procs = append(p.procs, cmd)
+	p.spawned++
+	p.mu.Unlock()
+	return nil
+}
+
+// kill SIGKILLs a random worker process and returns the kill.
+func (p *pool) kill(rng *rand.Rand) (Kill, error) {
+	p.mu.Lock()
+	if len(p.procs) == 0 {
+		p.mu.Unlock()
+		return Kill{}, errors.New("soak: no worker to kill")
+	}
+	k := rng.IntN(len(p.procs))
+	victim := p.procs[k]
+	p.procs = append(p.procs[:k], p.procs[k+1:]...)
+	p.mu.Unlock()
+	at := time.Now()
+	if err := syscall.Kill(-victim.Process.Pid, syscall.SIGKILL); err != nil {
+		return Kill{}, err
+	}
+	return Kill{Pid: victim.Process.Pid, At: at}, nil
+}
+
+// stop ends every worker process (SIGKILL: the soak is over).
+func (p *pool) stop() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.procs {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
+	p.procs = nil
+	return p.spawned
+}
+
+// WorkerOptions are the hidden 'tulip soak-worker' command's.
+type WorkerOptions struct {
+	// Address and Namespace of the frontend (the soak's proxy).
+	Address, Namespace string
+	// TaskQueue to poll (required).
+	TaskQueue string
+	// CacheSize is the sticky workflow cache size. Zero value: the SDK's.
+	CacheSize int
+	// Billing and Pager are the demo services' URLs (required).
+	Billing, Pager string
+	// CodecKeyFile encrypts payloads. Zero value: none.
+	CodecKeyFile string
+	// Attempts is a file that every activity attempt's start and end is
+	// appended to (witness.go). Zero value: none.
+	Attempts string
+	// Inject is Options.Inject.
+	Inject string
+	// ModelLatency is Options.ModelLatency.
+	ModelLatency time.Duration
+	// Ready receives "ready" once the worker polls.
+	Ready io.Writer
+	// Log receives the SDK's logs at Level. Zero value: none.
+	Log   io.Writer
+	Level slog.Level
+}
+
+// RunWorker runs one soak worker until ctx ends.
+func RunWorker(ctx context.Context, opts WorkerOptions) error {
+	if opts.TaskQueue == "" || opts.Billing == "" || opts.Pager == "" {
+		return errors.New("soak-worker: --task-queue, --billing and --pager are required")
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	dc, fc, err := converters(opts.CodecKeyFile)
+	if err != nil {
+		return err
+	}
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(opts.Log, &slog.HandlerOptions{Level: opts.Level})))
+	c, err := client.DialContext(ctx, client.Options{HostPort: opts.Address, Namespace: opts.Namespace, Logger: logger,
+		DataConverter: dc, FailureConverter: fc})
+	if err != nil {
+		return fmt.Errorf("soak-worker: cannot reach Temporal at %s: %v", opts.Address, err)
+	}
+	defer c.Close()
+	if opts.CacheSize > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(opts.CacheSize)
+	}
+	wopts, err := workerOptions(opts)
+	if err != nil {
+		return err
+	}
+	plugin, err := tworker.NewPlugin(wopts)
+	if err != nil {
+		return err
+	}
+	so := sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}}
+	if opts.Attempts != "" {
+		f, err := os.OpenFile(opts.Attempts, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("soak-worker: %w", err)
+		}
+		defer f.Close()
+		so.Interceptors = []interceptor.WorkerInterceptor{&attemptRecorder{f: f, pid: os.Getpid()}}
+	}
+	w := sdkworker.New(c, opts.TaskQueue, so)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("soak-worker: %v", err)
+	}
+	defer w.Stop()
+	fmt.Fprintln(opts.Ready, "ready")
+	<-ctx.Done()
+	return nil
+}
+
+// workerOptions are a soak worker's tools (through billing and the pager),
+// hooks and model, broken as opts.Inject says.
+func workerOptions(opts WorkerOptions) (tworker.Options, error) {
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: opts.Billing})
+	tb.UsePager(pager.Client{BaseURL: opts.Pager})
+	wo := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: Models(opts.ModelLatency)}
+	switch opts.Inject {
+	case "dedup-off":
+		tools, err := nonIdempotent(wo.Tools)
+		if err != nil {
+			return wo, err
+		}
+		wo.Tools = tools
+	case "served-but-ran":
+		wo.Observer = &servedButRan{billing: opts.Billing, pager: opts.Pager}
+	}
+	return wo, nil
+}
+
+// nonIdempotent declares every tool again, not idempotent: nothing is
+// served from the log (the dedup-off control).
+func nonIdempotent(tools []*activities.Tool) ([]*activities.Tool, error) {
+	out := make([]*activities.Tool, 0, len(tools))
+	for _, t := range tools {
+		spec, fn := t.Spec(), t.Activity()
+		spec.Idempotent = false
+		nt, err := activities.NewTool(spec, func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			in, _ := activities.CallInfo(ctx)
+			out, err := fn(ctx, in)
+			return out.Result, err
+		}, t.Options())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nt)
+	}
+	return out, nil
+}
+
+// attemptRecorder appends each activity attempt's start and end to a file
+// shared by the soak's workers, one JSON line (Attempt) per write.
+type attemptRecorder struct {
+	interceptor.WorkerInterceptorBase
+	f   *os.File
+	pid int
+}
+
+func (r *attemptRecorder) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	a := &activityRecorder{rec: r}
+	a.Next = next
+	return a
+}
+
+func (r *attemptRecorder) write(phase string, info activity.Info) {
+	b, _ := json.Marshal(Attempt{Phase: phase, Type: info.ActivityType.Name, Workflow: info.WorkflowExecution.ID,
+		Run: info.WorkflowExecution.RunID, Activity: info.ActivityID, Attempt: int(info.Attempt), At: time.Now().UnixNano(), Pid: r.pid})
+	_, _ = r.f.Write(append(b, '\n'))
+}
+
+type activityRecorder struct {
+	interceptor.ActivityInboundInterceptorBase
+	rec *attemptRecorder
+}
+
+func (a *activityRecorder) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	a.rec.write(PhaseStart, info)
+	defer a.rec.write(PhaseEnd, info)
+	return a.Next.ExecuteActivity(ctx, in)
+}
