@@ -172,7 +172,7 @@ func (e *env) printRun(res *workflow.RunResult, asJSON bool, lv *live, tb *demo.
 				Relation: l.Relation, Arguments: l.Arguments, Result: l.Result, Error: l.Error})
 		}
 	}
-	if res.Answer != "" && !lv.answeredTurn(res.Turns) {
+	if res.Answer != "" && !lv.answeredTurn(res.Turns, res.Answer) {
 		fmt.Fprintf(e.stdout, "%s\n", res.Answer)
 	}
 	if len(lines) > 0 {

@@ -30,6 +30,7 @@ type live struct {
 	cut      map[string]bool   // calls whose live line left content out
 	answered map[int]bool      // turns whose whole text was printed
 	pieces   map[[2]int]int    // pieces printed by turn and attempt
+	said     map[int]string    // the text printed for each turn (its latest attempt)
 	at       [2]int            // the turn and attempt being printed
 	mid      bool              // a text line is open
 }
@@ -38,7 +39,7 @@ type live struct {
 func (e *env) watch(c client.Client, h agent.Handle, asJSON bool) *live {
 	ctx, cancel := context.WithCancel(e.ctx)
 	l := &live{e: e, asJSON: asJSON, cancel: cancel, done: make(chan error, 1), lines: map[string]string{},
-		cut: map[string]bool{}, answered: map[int]bool{}, pieces: map[[2]int]int{}}
+		cut: map[string]bool{}, answered: map[int]bool{}, pieces: map[[2]int]int{}, said: map[int]string{}}
 	go func() {
 		l.done <- streams.Subscribe(ctx, c, h.WorkflowID, streams.SubscribeOptions{RunID: h.RunID}, l.item)
 	}()
@@ -110,6 +111,7 @@ func (l *live) text(ti activities.TextItem) {
 		if ti.Delta != "" { // not streamed (or not all pieces sent): the whole text
 			l.endText()
 			fmt.Fprint(w, ti.Delta)
+			l.said[ti.Turn] = ti.Delta
 			l.mid = true
 		}
 		l.answered[ti.Turn] = true
@@ -122,8 +124,12 @@ func (l *live) text(ti activities.TextItem) {
 			fmt.Fprintln(w, "(the model was asked again)")
 		}
 	}
+	if l.at != key {
+		l.said[ti.Turn] = ""
+	}
 	l.at, l.mid = key, true
 	l.pieces[key]++
+	l.said[ti.Turn] += ti.Delta
 	fmt.Fprint(w, ti.Delta)
 }
 
@@ -176,9 +182,10 @@ func (l *live) shown(tl workflow.TraceLine) bool {
 	return l.lines[tl.CallID] == string(tl.Outcome) && !l.cut[tl.CallID]
 }
 
-// answeredTurn reports whether the text of a turn was printed.
-func (l *live) answeredTurn(turn int) bool {
+// answeredTurn reports whether the text of a turn was printed whole: its
+// done item came, and what was printed is answer.
+func (l *live) answeredTurn(turn int, answer string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.answered[turn]
+	return l.answered[turn] && l.said[turn] == answer
 }
