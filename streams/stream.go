@@ -102,13 +102,16 @@ func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
 	}
 	ch := workflow.GetSignalChannel(ctx, PublishSignal)
 	s.ch = ch
+	// The coroutine waits for batches without receiving: a coroutine
+	// blocked in Receive is handed an arriving signal directly, where the
+	// main coroutine's Sync cannot see it, and a piece could then come
+	// after the item Sync was called to follow.
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var in PublishInput
-			if !ch.Receive(ctx, &in) {
+			if err := workflow.Await(ctx, func() bool { return ch.Len() > 0 }); err != nil {
 				return
 			}
-			s.onPublish(in)
+			s.Sync()
 		}
 	})
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, PollUpdate, s.onPoll, workflow.UpdateHandlerOptions{

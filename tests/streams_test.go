@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -239,9 +241,8 @@ func checkStream(t *testing.T, items []streams.Item, trace []workflow.TraceLine,
 				done[ti.Turn] = ti
 				continue
 			}
-			if _, after := done[ti.Turn]; after {
-				continue // a late piece of a turn whose Done carried the whole text
-			}
+			_, after := done[ti.Turn]
+			require.False(t, after, "turn %d: piece %d of attempt %d after the turn's Done", ti.Turn, ti.Seq, ti.Attempt)
 			k := [3]int{ti.Turn, ti.Attempt, ti.Seq}
 			require.False(t, seen[k], "piece %v twice", k)
 			seen[k] = true
@@ -560,4 +561,48 @@ func TestCLIWatch(t *testing.T) {
 	_, stderr, code := runCLI(t, "watch", h.WorkflowID, "--address", server.Address())
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "its run is closed (completed)")
+}
+
+// syncOffsetWorkflow starts a stream, waits for "finish", syncs and
+// returns the stream's offset: how many published batches' items Sync saw.
+func syncOffsetWorkflow(ctx wf.Context) (int64, error) {
+	s, err := streams.New(ctx, nil, streams.Options{})
+	if err != nil {
+		return 0, err
+	}
+	wf.GetSignalChannel(ctx, "finish").Receive(ctx, nil)
+	s.Sync()
+	return s.Offset(), nil
+}
+
+// A batch published in the same workflow task as what the workflow
+// publishes after Sync comes first: with the worker stopped, a publish
+// signal and the signal the workflow waits for land in one task, and Sync
+// sees the batch (a signal coroutine blocked in Receive would be handed it
+// where Sync cannot see it, and a turn's last piece came after its Done).
+func TestStreamSyncSeesTheSameTask(t *testing.T) {
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	start := func() sdkworker.Worker {
+		w := sdkworker.New(c, tq, sdkworker.Options{})
+		w.RegisterWorkflow(syncOffsetWorkflow)
+		require.NoError(t, w.Start())
+		return w
+	}
+	w := start()
+	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{TaskQueue: tq}, syncOffsetWorkflow)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the first task is done: both coroutines wait
+		return len(history(t, c, run.GetID(), run.GetRunID()).GetEvents()) >= 4
+	}, 10*time.Second, 20*time.Millisecond)
+	w.Stop()
+	data, err := streams.Encode("piece")
+	require.NoError(t, err)
+	require.NoError(t, c.SignalWorkflow(ctxT(t), run.GetID(), run.GetRunID(), streams.PublishSignal,
+		streams.PublishInput{PublisherID: "p", Sequence: 1, Items: []streams.PublishEntry{{Topic: "t", Data: data}}}))
+	require.NoError(t, c.SignalWorkflow(ctxT(t), run.GetID(), run.GetRunID(), "finish", nil))
+	defer start().Stop()
+	var offset int64
+	require.NoError(t, run.Get(ctxT(t), &offset))
+	assert.Equal(t, int64(1), offset, "Sync saw the batch of its own task")
 }
