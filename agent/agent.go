@@ -221,9 +221,15 @@ func Run(ctx context.Context, c client.Client, opts RunOptions) (Handle, *workfl
 	return h, res, err
 }
 
-// PollInterval is how often Await asks the server whether a running run is
-// interrupted (DescribeWorkflowExecution: no worker, no history event).
+// PollInterval is how soon Await first asks the server whether a running
+// run is interrupted (one DescribeWorkflowExecution: no worker, no history
+// event); each later ask waits twice as long as the one before, up to
+// MaxPollInterval.
 var PollInterval = 100 * time.Millisecond
+
+// MaxPollInterval bounds the wait between Await's asks: an interrupt is
+// seen at most this long after it is durable.
+var MaxPollInterval = time.Second
 
 // Await waits until the run completes, fails, or is interrupted by an
 // interrupt other than skip. A completed or interrupted run returns its
@@ -260,7 +266,8 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 		}
 		done <- outcome{err: &RunFailedError{Err: err}}
 	}()
-	tick := time.NewTicker(PollInterval)
+	wait := PollInterval
+	tick := time.NewTimer(wait)
 	defer tick.Stop()
 	for {
 		select {
@@ -269,6 +276,8 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-tick.C:
+			wait = min(2*wait, max(MaxPollInterval, PollInterval))
+			tick.Reset(wait)
 			// The memo says the interrupt is durable; only then is the
 			// state (held calls, trace) read, and a resume sure to find it.
 			cur, id, err := interruptMemo(ctx, c, h)
@@ -290,14 +299,21 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 
 // interruptMemo reads the durable interrupt id ("" when none) of the
 // newest run of h's continue-as-new chain, and that run's handle.
+// One describe answers when h's chain is the workflow ID's newest (the
+// usual case): the current run's description names its chain's first run
+// and holds its memo.
 func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, error) {
-	cur, err := current(ctx, c, h)
+	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
 	if err != nil {
-		return cur, "", err
+		return h, "", err
 	}
-	desc, err := c.DescribeWorkflowExecution(ctx, cur.WorkflowID, cur.RunID)
-	if err != nil {
-		return cur, "", err
+	info := desc.GetWorkflowExecutionInfo()
+	cur := Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}
+	if h.RunID != "" && info.GetFirstRunId() != h.RunID {
+		cur = h // a run of an older chain, or one continued from: read its own memo
+		if desc, err = c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID); err != nil {
+			return h, "", err
+		}
 	}
 	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflow.MemoInterrupt]
 	if p == nil {
