@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -91,11 +92,13 @@ type Observer interface {
 }
 
 // emitted remembers the decisions a worker emitted (by run and key), up
-// to a bound, oldest forgotten first.
+// to a bound, oldest forgotten first. It keeps a 64-bit hash of each key
+// (16 bytes an entry, not the key's text): two keys that collide (about
+// one chance in 10^9 at the bound) lose one decision's metric.
 type emitted struct {
 	mu    sync.Mutex
-	seen  map[string]struct{}
-	order []string
+	seen  map[uint64]struct{}
+	order []uint64
 	next  int
 }
 
@@ -103,23 +106,26 @@ type emitted struct {
 // decisions than this went out is emitted again.
 const emittedBound = 1 << 17
 
-func newEmitted() *emitted { return &emitted{seen: map[string]struct{}{}} }
+func newEmitted() *emitted { return &emitted{seen: map[uint64]struct{}{}} }
 
 // first reports whether key is new, and remembers it.
 func (e *emitted) first(key string) bool {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	k := h.Sum64()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.seen[key]; ok {
+	if _, ok := e.seen[k]; ok {
 		return false
 	}
 	if len(e.order) < emittedBound {
-		e.order = append(e.order, key)
+		e.order = append(e.order, k)
 	} else {
 		delete(e.seen, e.order[e.next])
-		e.order[e.next] = key
+		e.order[e.next] = k
 		e.next = (e.next + 1) % emittedBound
 	}
-	e.seen[key] = struct{}{}
+	e.seen[k] = struct{}{}
 	return true
 }
 
@@ -208,8 +214,14 @@ func (r *run) count(ctx wf.Context, key, name string, n int64, tags ...string) {
 // gauge sets a gauge tagged with the agent and kind; key names the
 // emission within the run.
 func (r *run) gauge(ctx wf.Context, key, name string, v int, kind string) {
+	r.gaugeOf(ctx, key, name, func() int { return v }, kind)
+}
+
+// gaugeOf is gauge with a value worth computing only when it goes out
+// (never on replay).
+func (r *run) gaugeOf(ctx wf.Context, key, name string, v func() int, kind string) {
 	if !r.once(ctx, key) {
 		return
 	}
-	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "kind": kind}).Gauge(name).Update(float64(v))
+	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "kind": kind}).Gauge(name).Update(float64(v()))
 }

@@ -324,9 +324,8 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	if err := r.checkSize(ctx, "the continue-as-new state", next); err != nil {
 		return err
 	}
-	b, _ := json.Marshal(st)
 	r.count(ctx, "continue-as-new", MetricContinuedAsNew, 1)
-	r.gauge(ctx, "continue-as-new-bytes", MetricStateBytes, len(b), "continue_as_new")
+	r.gaugeOf(ctx, "continue-as-new-bytes", MetricStateBytes, func() int { b, _ := json.Marshal(st); return len(b) }, "continue_as_new")
 	return wf.NewContinueAsNewError(ctx, WorkflowName, next)
 }
 

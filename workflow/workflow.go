@@ -55,8 +55,11 @@ const DefaultPayloadLimit = 2<<20 - 64<<10
 // Func is the agent-run workflow function. Its first argument is RunInput
 // as JSON, decoded strictly: an unknown field fails the run with
 // activities.ErrBadInput. The others are the segments of a
-// continue-as-new (see Carry): clients pass only the first.
-type Func = func(ctx wf.Context, in json.RawMessage,
+// continue-as-new (see Carry): clients pass only the first. The input
+// comes by pointer so that the run can let go of it once decoded (the
+// SDK's reflective call holds its arguments for as long as the run
+// lives, in a worker's cache too).
+type Func = func(ctx wf.Context, in *json.RawMessage,
 	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error)
 
 // New returns the agent-run workflow function for cfg. Register it under
@@ -76,19 +79,24 @@ func New(cfg Config) (Func, error) {
 		}
 		tools[t.Spec().Name] = t
 	}
-	return func(ctx wf.Context, raw json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error) {
+	return func(ctx wf.Context, in *json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error) {
+		var raw json.RawMessage
+		if in != nil {
+			raw, *in = *in, nil
+		}
 		r := &run{cfg: &cfg, tools: tools, answered: map[string]bool{}}
 		// Registered first: a run refused before it had its thread's state
 		// answers that it left none (the next run's loader asks).
 		if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
 			return RunResult{}, err
 		}
-		if err := decodeStrict("run input", raw, &r.in); err != nil {
+		err := decodeStrict("run input", raw, &r.in)
+		raw = nil
+		if err != nil {
 			return r.refuse(ctx, err)
 		}
-		in := r.in
-		if in.Continued != nil {
-			n := in.Continued.Segments
+		if c := r.in.Continued; c != nil {
+			n := c.Segments
 			if n < 0 || n > MaxSegments {
 				return r.refuse(ctx, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
 			}
@@ -193,6 +201,12 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	}
 	if err := r.start(ctx); err != nil {
 		return r.fail(ctx, err) // not ready: fails with no state, which would be empty
+	}
+	if r.v3 {
+		// Restored: what the predecessor carried is in the run's own
+		// structures now, and the decoded carry would only hold memory
+		// for as long as the run stays in a worker's cache.
+		r.in.Continued = nil
 	}
 	r.ready = true
 	if err := r.loop(ctx); err != nil {

@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// memWorker is a running memworker process (tests/bench/memworker).
+type memWorker struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startMemWorker(b *testing.B, address, tq string, turns int) *memWorker {
+	bin := filepath.Join(b.TempDir(), "memworker")
+	out, err := exec.Command("go", "build", "-o", bin, "./memworker").CombinedOutput()
+	require.NoError(b, err, "%s", out)
+	args := []string{"-address", address, "-task-queue", tq, "-turns", strconv.Itoa(turns)}
+	if os.Getenv("TULIP_BENCH_MEMORY_HEAP") != "" {
+		args = append(args, "-memprofilerate", "1") // every allocation in the profile
+	}
+	cmd := exec.Command(bin, args...)
+	in, err := cmd.StdinPipe()
+	require.NoError(b, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	w := &memWorker{cmd: cmd, in: in, out: bufio.NewReader(stdout)}
+	line, err := w.out.ReadString('\n')
+	require.NoError(b, err)
+	require.Equal(b, "ready\n", line)
+	return w
+}
+
+// rss is the process's resident set after a garbage collection that
+// returned what it freed to the OS.
+func (w *memWorker) rss(b *testing.B) float64 {
+	_, err := io.WriteString(w.in, "mem\n")
+	require.NoError(b, err)
+	line, err := w.out.ReadString('\n')
+	require.NoError(b, err)
+	var rss, heap float64
+	_, err = fmt.Sscanf(line, "rss %g heap %g", &rss, &heap)
+	require.NoError(b, err, "%q", line)
+	return rss
+}
+
+// BenchmarkWorkerMemory measures what an open run costs a worker: a
+// separate worker process (tests/bench/memworker, sticky cache 4,096)
+// holds TULIP_BENCH_MEMORY_RUNS (5) runs of TULIP_BENCH_MEMORY_TURNS
+// (1,000) turns open in its sticky cache: first the agent loop written
+// plainly (held open by a signal it waits for), then tulip's (interrupted
+// for approval after its last turn; it continues as new every 250 turns,
+// so the open run holds the last segment and the state it carries by
+// reference). Reported: the resident set each run adds (after a garbage
+// collection returning what it freed), tulip's against the bytes of its
+// state (the tulip.state query's answer: the log, trace and conversation
+// the run holds), and tulip's against the plain loop's.
+//
+//	go test ./tests/bench -run '^$' -bench WorkerMemory -benchtime 1x
+func BenchmarkWorkerMemory(b *testing.B) {
+	runs, turns := envInt(b, "TULIP_BENCH_MEMORY_RUNS", 5), envInt(b, "TULIP_BENCH_MEMORY_TURNS", 1000)
+	srv, err := devserver.Start(devserver.Options{})
+	require.NoError(b, err)
+	b.Cleanup(srv.Stop)
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet()})
+	require.NoError(b, err)
+	b.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	var perRun, perPlain, ratio, stateBytes float64
+	for i := 0; i < b.N; i++ {
+		tq := fmt.Sprintf("bench-mem-%d", time.Now().UnixNano())
+		w := startMemWorker(b, srv.Address(), tq, turns)
+		// A warm-up run of each loop, to the end: what the first run of a
+		// process costs once is not a run's.
+		prun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tq + "-plain-warm", TaskQueue: tq + "-plain"}, "bench.HeldPlain", turns)
+		require.NoError(b, err)
+		require.Eventually(b, func() bool {
+			return c.SignalWorkflow(ctx, prun.GetID(), prun.GetRunID(), "release", nil) == nil
+		}, time.Minute, 100*time.Millisecond)
+		require.NoError(b, prun.Get(ctx, nil))
+		_, res, err := agent.Run(ctx, c, agent.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
+		require.NoError(b, err)
+		require.Equal(b, workflow.StatusCompleted, res.Status)
+		rss0 := w.rss(b)
+
+		var g group
+		for k := range runs {
+			g.Go(func() error {
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-plain-%d", tq, k), TaskQueue: tq + "-plain"}, "bench.HeldPlain", turns)
+				if err != nil {
+					return err
+				}
+				for {
+					v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), "turns")
+					if err != nil {
+						return err
+					}
+					var done int
+					if err := v.Get(&done); err != nil {
+						return err
+					}
+					if done == turns {
+						return nil
+					}
+					time.Sleep(time.Second)
+				}
+			})
+		}
+		require.NoError(b, g.Wait())
+		rss1 := w.rss(b)
+
+		handles := make([]agent.Handle, runs)
+		for k := range runs {
+			g.Go(func() error {
+				h, err := agent.Start(ctx, c, agent.RunOptions{WorkflowID: fmt.Sprintf("%s-tulip-%d", tq, k), TaskQueue: tq, Model: "held",
+					Message: "go", Hooks: []string{"hold"}, MaxTurns: turns + 2})
+				if err != nil {
+					return err
+				}
+				res, err := agent.Await(ctx, c, h, "")
+				if err != nil {
+					return err
+				}
+				if res.Status != workflow.StatusInterrupted {
+					return fmt.Errorf("run %s: %s, want interrupted", h.WorkflowID, res.Status)
+				}
+				handles[k] = h
+				return nil
+			})
+		}
+		require.NoError(b, g.Wait())
+		rss2 := w.rss(b)
+		if path := os.Getenv("TULIP_BENCH_MEMORY_HEAP"); path != "" {
+			_, err := io.WriteString(w.in, "heap "+path+"\n")
+			require.NoError(b, err)
+			_, err = w.out.ReadString('\n')
+			require.NoError(b, err)
+		}
+		stateBytes = 0
+		for _, h := range handles {
+			v, err := c.QueryWorkflow(ctx, h.WorkflowID, "", workflow.QueryState)
+			require.NoError(b, err)
+			var raw json.RawMessage
+			require.NoError(b, v.Get(&raw))
+			stateBytes += float64(len(raw)) / float64(runs)
+		}
+		perPlain = (rss1 - rss0) / float64(runs)
+		perRun = (rss2 - rss1) / float64(runs)
+		ratio = perRun / stateBytes
+		_ = w.cmd.Process.Kill()
+	}
+	b.ReportMetric(ratio, "rss/state-bytes")
+	b.ReportMetric(perRun, "rss-bytes/run-tulip")
+	b.ReportMetric(perPlain, "rss-bytes/run-plain-sdk")
+	b.ReportMetric(stateBytes, "state-bytes/run")
+	b.ReportMetric(perRun/perPlain, "tulip/plain-sdk")
+	b.ReportMetric(0, "ns/op")
+}
+
+// envInt reads a positive integer from the environment (def when unset).
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(b, err, "%s", name)
+	require.Positive(b, n, "%s", name)
+	return n
+}
+
+// group runs functions at once and keeps the first error.
+type group struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	err error
+}
+
+func (g *group) Go(f func() error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := f(); err != nil {
+			g.mu.Lock()
+			g.err = cmp.Or(g.err, err)
+			g.mu.Unlock()
+		}
+	}()
+}
+
+func (g *group) Wait() error {
+	g.wg.Wait()
+	return g.err
+}

@@ -1,0 +1,217 @@
+// Command memworker is the worker process of BenchmarkWorkerMemory: a tulip
+// worker and a plain SDK worker in one process with a large sticky cache,
+// whose runs take -turns turns and then stay open (tulip's interrupted for
+// approval, the plain loop waiting for a signal), so that the process holds
+// them in memory. Each line "mem" on stdin makes it collect garbage, return
+// it to the OS and print "rss BYTES heap BYTES" (VmRSS, HeapInuse); "heap
+// PATH" writes a heap profile to PATH.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/hooks"
+	tworker "github.com/tulip-temporal/tulip/worker"
+)
+
+// Names the benchmark uses.
+const (
+	Model        = "held"            // tulip: -turns turns of one refund each, then a held call
+	PlainName    = "bench.HeldPlain" // the plain loop, held open by waiting for "release"
+	HoldHook     = "hold"
+	TurnsQuery   = "turns"
+	ReleaseSig   = "release"
+	refundTool   = "issue_refund"
+	heldTool     = "hold_open"
+	plainModel   = "plain.TurnModel"
+	plainToolAct = "plain.Tool"
+)
+
+func main() {
+	address := flag.String("address", "", "Temporal frontend")
+	tq := flag.String("task-queue", "", "task queue of the tulip worker (the plain worker's is this with -plain)")
+	turns := flag.Int("turns", 1000, "turns a run takes before it is held open")
+	cache := flag.Int("cache", 4096, "sticky cache size")
+	rate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate (0: the default)")
+	flag.Parse()
+	if *rate > 0 {
+		runtime.MemProfileRate = *rate
+	}
+	if err := run(*address, *tq, *turns, *cache); err != nil {
+		fmt.Fprintln(os.Stderr, "memworker:", err)
+		os.Exit(1)
+	}
+}
+
+// args is turn k's refund, as the plain loop's and tulip's models call it.
+func args(k int) string { return fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, k) }
+
+// refund is the tool body of both loops: the arguments and a refund id.
+func refund(args string) (json.RawMessage, error) {
+	var v map[string]any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return nil, err
+	}
+	v["refund_id"] = "rf-1"
+	return json.Marshal(v)
+}
+
+func run(address, tq string, turns, cache int) error {
+	if address == "" || tq == "" {
+		return errors.New("-address and -task-queue are required")
+	}
+	sdkworker.SetStickyWorkflowCacheSize(cache)
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := client.Dial(client.Options{HostPort: address, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	tool, err := activities.NewTool(activities.ToolSpec{Name: refundTool, Idempotent: true},
+		func(ctx context.Context, a map[string]any) (map[string]any, error) {
+			a["refund_id"] = "rf-1"
+			return a, nil
+		})
+	if err != nil {
+		return err
+	}
+	held, err := activities.NewTool(activities.ToolSpec{Name: heldTool},
+		func(ctx context.Context, a map[string]any) (map[string]any, error) { return a, nil })
+	if err != nil {
+		return err
+	}
+	model := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		switch {
+		case req.Turn <= turns:
+			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: refundTool, Arguments: args(req.Turn)}}}, nil
+		case req.Turn == turns+1:
+			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "held", Name: heldTool, Arguments: `{}`}}}, nil
+		}
+		return activities.ModelResponse{Text: "done"}, nil
+	})
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{tool, held},
+		Hooks:  map[string]hooks.Hook{HoldHook: hooks.Approve(heldTool, "held open by the benchmark")},
+		Models: map[string]activities.Model{Model: model}})
+	if err != nil {
+		return err
+	}
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+
+	pw := sdkworker.New(c, tq+"-plain", sdkworker.Options{})
+	pw.RegisterWorkflowWithOptions(heldPlain, wf.RegisterOptions{Name: PlainName})
+	pw.RegisterActivityWithOptions(func(_ context.Context, turn, turns int) ([]activities.ToolCall, error) {
+		if turn > turns {
+			return nil, nil
+		}
+		return []activities.ToolCall{{ID: fmt.Sprintf("c%d", turn), Name: refundTool, Arguments: args(turn)}}, nil
+	}, activity.RegisterOptions{Name: plainModel})
+	pw.RegisterActivityWithOptions(func(_ context.Context, _, a string) (json.RawMessage, error) { return refund(a) },
+		activity.RegisterOptions{Name: plainToolAct})
+	if err := pw.Start(); err != nil {
+		return err
+	}
+	defer pw.Stop()
+
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if path, ok := strings.CutPrefix(in.Text(), "heap "); ok {
+			runtime.GC()
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				return err
+			}
+			f.Close()
+			fmt.Println("heap written")
+			continue
+		}
+		if strings.TrimSpace(in.Text()) != "mem" {
+			continue
+		}
+		rss, heap, err := mem()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("rss %d heap %d\n", rss, heap)
+	}
+	return nil
+}
+
+// heldPlain is the agent loop written plainly (a model activity returning
+// one call a turn, that call's activity), which then waits for "release":
+// what it holds is its turn count and the results it got.
+func heldPlain(ctx wf.Context, turns int) (int, error) {
+	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
+	done := 0
+	var results []json.RawMessage // what a hand-written loop keeps: the conversation's tool results
+	if err := wf.SetQueryHandler(ctx, TurnsQuery, func() (int, error) { return done, nil }); err != nil {
+		return 0, err
+	}
+	for turn := 1; ; turn++ {
+		var calls []activities.ToolCall
+		if err := wf.ExecuteActivity(ao, plainModel, turn, turns).Get(ctx, &calls); err != nil {
+			return 0, err
+		}
+		if len(calls) == 0 {
+			break
+		}
+		for _, c := range calls {
+			var out json.RawMessage
+			if err := wf.ExecuteActivity(ao, plainToolAct, c.Name, c.Arguments).Get(ctx, &out); err != nil {
+				return 0, err
+			}
+			results = append(results, out)
+		}
+		done = turn
+	}
+	wf.GetSignalChannel(ctx, ReleaseSig).Receive(ctx, nil)
+	return len(results), nil
+}
+
+// mem collects garbage, returns it to the OS, and reads VmRSS.
+func mem() (rss, heap uint64, err error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			return kb * 1024, ms.HeapInuse, err
+		}
+	}
+	return 0, 0, errors.New("no VmRSS in /proc/self/status")
+}
