@@ -60,12 +60,7 @@ func (i *workflowInbound) Init(outbound interceptor.WorkflowOutboundInterceptor)
 }
 
 func (i *workflowInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
-	// The input goes on in a value of its own, and in lets go of it: a run
-	// that decoded its input (a continued run's state, say) does not keep
-	// the encoded copy alive in this frame for as long as it runs.
-	next := &interceptor.ExecuteWorkflowInput{Args: in.Args}
-	in.Args = nil
-	return i.Next.ExecuteWorkflow(workflow.WithValue(ctx, stateKey{}, i.state), next)
+	return i.Next.ExecuteWorkflow(workflow.WithValue(ctx, stateKey{}, i.state), in)
 }
 
 // State is the dedup state of one workflow execution: its execution log,
