@@ -94,11 +94,26 @@ func (r *run) openStream(ctx wf.Context) error {
 }
 
 // publishLine publishes a trace line's decision (workflow code: replay
-// publishes it again at the same offset, and no event is added).
+// publishes it again at the same offset, and no event is added). The item
+// is built when it is encoded, for a subscriber: replay builds nothing.
 func (r *run) publishLine(l TraceLine) {
 	if r.stream == nil {
 		return
 	}
+	r.stream.PublishLazy(activities.TopicCalls, lineItem{l: l, content: r.in.Stream != nil && r.in.Stream.Content})
+}
+
+// lineItem encodes as a trace line's CallItem.
+type lineItem struct {
+	l       TraceLine
+	content bool
+}
+
+// MarshalJSON encodes the line's CallItem.
+func (li lineItem) MarshalJSON() ([]byte, error) { return json.Marshal(li.item()) }
+
+func (li lineItem) item() CallItem {
+	l := li.l
 	it := CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
 		Relation: l.Relation, Failed: l.Error != nil}
 	if l.Key != "" {
@@ -111,7 +126,7 @@ func (r *run) publishLine(l TraceLine) {
 			it.NearMiss.Paths = append(it.NearMiss.Paths, d.Path)
 		}
 	}
-	if r.in.Stream != nil && r.in.Stream.Content {
+	if li.content {
 		it.Error = l.Error
 		for _, v := range []struct {
 			dst *json.RawMessage
@@ -124,7 +139,7 @@ func (r *run) publishLine(l TraceLine) {
 			*v.dst = v.src
 		}
 	}
-	r.stream.PublishLazy(activities.TopicCalls, it)
+	return it
 }
 
 // publishAnswer publishes the Done item of a model answer: the whole text
