@@ -13,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/demo/loopback"
 	"github.com/tulip-temporal/tulip/demo/witness"
 )
 
@@ -41,9 +41,7 @@ type Server struct {
 	witness witness.Log
 	byKey   map[string]entry
 	made    []Receipt
-	srv     *http.Server
-	ln      net.Listener
-	stopped chan struct{}
+	*loopback.Server
 }
 
 type entry struct {
@@ -53,29 +51,16 @@ type entry struct {
 
 // Start serves billing on a free loopback port.
 func Start() (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("billing: %w", err)
-	}
-	s := &Server{byKey: map[string]entry{}, ln: ln, stopped: make(chan struct{})}
+	s := &Server{byKey: map[string]entry{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /refunds", s.refund)
 	mux.HandleFunc("GET /refunds", s.list)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(s.stopped)
-		_ = s.srv.Serve(ln)
-	}()
+	srv, err := loopback.Serve("billing", mux)
+	if err != nil {
+		return nil, err
+	}
+	s.Server = srv
 	return s, nil
-}
-
-// URL is the service's base URL.
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
-
-// Close stops the service.
-func (s *Server) Close() {
-	_ = s.srv.Close()
-	<-s.stopped
 }
 
 // KeyOf returns the idempotency key the refund with this id was made

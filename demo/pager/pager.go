@@ -11,11 +11,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/demo/loopback"
 	"github.com/tulip-temporal/tulip/demo/witness"
 )
 
@@ -31,35 +31,20 @@ type Server struct {
 	mu      sync.Mutex
 	pages   int
 	witness witness.Log
-	srv     *http.Server
-	ln      net.Listener
-	stopped chan struct{}
+	*loopback.Server
 }
 
 // Start serves the pager on a free loopback port.
 func Start() (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("pager: %w", err)
-	}
-	s := &Server{ln: ln, stopped: make(chan struct{})}
+	s := &Server{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /pages", s.page)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(s.stopped)
-		_ = s.srv.Serve(ln)
-	}()
+	srv, err := loopback.Serve("pager", mux)
+	if err != nil {
+		return nil, err
+	}
+	s.Server = srv
 	return s, nil
-}
-
-// URL is the service's base URL.
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
-
-// Close stops the service.
-func (s *Server) Close() {
-	_ = s.srv.Close()
-	<-s.stopped
 }
 
 // Pages is how many pages were sent: one per POST.
