@@ -53,17 +53,16 @@ func startMemWorker(b *testing.B, address, tq string, turns int) *memWorker {
 	return w
 }
 
-// rss is the process's resident set after a garbage collection that
-// returned what it freed to the OS.
-func (w *memWorker) rss(b *testing.B) float64 {
+// mem is the process's resident set and heap in use after a garbage
+// collection that returned what it freed to the OS.
+func (w *memWorker) mem(b *testing.B) (rss, heap float64) {
 	_, err := io.WriteString(w.in, "mem\n")
 	require.NoError(b, err)
 	line, err := w.out.ReadString('\n')
 	require.NoError(b, err)
-	var rss, heap float64
 	_, err = fmt.Sscanf(line, "rss %g heap %g", &rss, &heap)
 	require.NoError(b, err, "%q", line)
-	return rss
+	return rss, heap
 }
 
 // BenchmarkWorkerMemory measures what an open run costs a worker: a
@@ -73,10 +72,11 @@ func (w *memWorker) rss(b *testing.B) float64 {
 // plainly (held open by a signal it waits for), then tulip's (interrupted
 // for approval after its last turn; it continues as new every 250 turns,
 // so the open run holds the last segment and the state it carries by
-// reference). Reported: the resident set each run adds (after a garbage
-// collection returning what it freed), tulip's against the bytes of its
-// state (the tulip.state query's answer: the log, trace and conversation
-// the run holds), and tulip's against the plain loop's.
+// reference). Reported: the resident set and the heap in use each run
+// adds (after a garbage collection returning what it freed), tulip's
+// against the bytes of its state (the tulip.state query's answer: the log,
+// trace and conversation the run holds), and tulip's resident set against
+// the plain loop's.
 //
 //	go test ./tests/bench -run '^$' -bench WorkerMemory -benchtime 1x
 func BenchmarkWorkerMemory(b *testing.B) {
@@ -89,7 +89,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	b.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	var perRun, perPlain, ratio, stateBytes float64
+	var perRun, perPlain, heapRun, heapPlain, stateBytes float64
 	for i := 0; i < b.N; i++ {
 		tq := fmt.Sprintf("bench-mem-%d", time.Now().UnixNano())
 		w := startMemWorker(b, srv.Address(), tq, turns)
@@ -104,7 +104,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		_, res, err := agent.Run(ctx, c, agent.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
 		require.NoError(b, err)
 		require.Equal(b, workflow.StatusCompleted, res.Status)
-		rss0 := w.rss(b)
+		rss0, heap0 := w.mem(b)
 
 		var g group
 		for k := range runs {
@@ -130,7 +130,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			})
 		}
 		require.NoError(b, g.Wait())
-		rss1 := w.rss(b)
+		rss1, heap1 := w.mem(b)
 
 		handles := make([]agent.Handle, runs)
 		for k := range runs {
@@ -152,7 +152,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			})
 		}
 		require.NoError(b, g.Wait())
-		rss2 := w.rss(b)
+		rss2, heap2 := w.mem(b)
 		if path := os.Getenv("TULIP_BENCH_MEMORY_HEAP"); path != "" {
 			_, err := io.WriteString(w.in, "heap "+path+"\n")
 			require.NoError(b, err)
@@ -167,14 +167,16 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			require.NoError(b, v.Get(&raw))
 			stateBytes += float64(len(raw)) / float64(runs)
 		}
-		perPlain = (rss1 - rss0) / float64(runs)
-		perRun = (rss2 - rss1) / float64(runs)
-		ratio = perRun / stateBytes
+		perPlain, heapPlain = (rss1-rss0)/float64(runs), (heap1-heap0)/float64(runs)
+		perRun, heapRun = (rss2-rss1)/float64(runs), (heap2-heap1)/float64(runs)
 		_ = w.cmd.Process.Kill()
 	}
-	b.ReportMetric(ratio, "rss/state-bytes")
+	b.ReportMetric(perRun/stateBytes, "rss/state-bytes")
+	b.ReportMetric(heapRun/stateBytes, "heap/state-bytes")
 	b.ReportMetric(perRun, "rss-bytes/run-tulip")
 	b.ReportMetric(perPlain, "rss-bytes/run-plain-sdk")
+	b.ReportMetric(heapRun, "heap-bytes/run-tulip")
+	b.ReportMetric(heapPlain, "heap-bytes/run-plain-sdk")
 	b.ReportMetric(stateBytes, "state-bytes/run")
 	b.ReportMetric(perRun/perPlain, "tulip/plain-sdk")
 	b.ReportMetric(0, "ns/op")
