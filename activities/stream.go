@@ -57,17 +57,14 @@ type Streamed struct {
 // token or a word each) are joined into one piece per batch interval, so
 // that a piece costs its items' envelope once, not once per token.
 type textPublisher struct {
-	pub      *streams.Publisher
-	turn     int
-	attempt  int
-	interval time.Duration
-	mu       sync.Mutex
-	text     strings.Builder // deltas not yet in a piece
-	pieces   int
-	failed   bool
-	started  bool
-	stop     chan struct{}
-	done     chan struct{}
+	pub     *streams.Publisher
+	turn    int
+	attempt int
+	mu      sync.Mutex
+	text    strings.Builder // deltas not yet in a piece
+	pieces  int
+	failed  bool
+	started bool
 }
 
 // textStream sets req.OnText to publish to the run's stream when the input
@@ -85,41 +82,25 @@ func (m *Models) textStream(ctx context.Context, in ModelInput, req *ModelReques
 	if interval <= 0 {
 		interval = 300 * time.Millisecond
 	}
-	t := &textPublisher{turn: in.Turn, attempt: int(info.Attempt), interval: interval,
-		stop: make(chan struct{}), done: make(chan struct{}),
-		pub: streams.NewPublisher(c, info.WorkflowExecution.ID, info.WorkflowExecution.RunID,
-			streams.PublisherOptions{BatchInterval: interval})}
+	t := &textPublisher{turn: in.Turn, attempt: int(info.Attempt)}
+	// The publisher's sender makes the pieces: each batch, the deltas so
+	// far become one piece, sent in that batch.
+	t.pub = streams.NewPublisher(c, info.WorkflowExecution.ID, info.WorkflowExecution.RunID,
+		streams.PublisherOptions{BatchInterval: interval, OnBatch: t.cut})
 	req.OnText = func(delta string) {
 		if delta == "" {
 			return
 		}
 		t.mu.Lock()
-		defer t.mu.Unlock()
 		t.text.WriteString(delta)
-		if !t.started {
-			t.started = true
-			go t.loop()
+		start := !t.started
+		t.started = true
+		t.mu.Unlock()
+		if start {
+			t.pub.Start()
 		}
 	}
 	return t
-}
-
-// loop sends a piece every interval while the model generates.
-func (t *textPublisher) loop() {
-	defer close(t.done)
-	tick := time.NewTicker(t.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.stop:
-			return
-		case <-tick.C:
-			t.cut()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = t.pub.Flush(ctx) // a batch not sent yet is sent again by Close
-			cancel()
-		}
-	}
 }
 
 // cut makes the deltas so far one piece.
@@ -141,18 +122,9 @@ func (t *textPublisher) cut() {
 // when the model streamed nothing, or when a piece could not be sent: then
 // the Done item carries the whole answer (it is whole in the response).
 func (t *textPublisher) close(ctx context.Context) *Streamed {
-	t.mu.Lock()
-	started := t.started
-	t.started = true // no loop after close
-	t.mu.Unlock()
-	if started {
-		close(t.stop)
-		<-t.done
-	}
-	t.cut()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := t.pub.Close(cctx)
+	err := t.pub.Close(cctx) // the last piece: Close calls OnBatch once more
 	if err != nil {
 		activity.GetLogger(ctx).Warn("tulip: streaming the model's answer", "error", err)
 	}

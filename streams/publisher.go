@@ -25,6 +25,11 @@ type PublisherOptions struct {
 	// ID is the publisher's id. Zero: 16 random hex digits; a retried
 	// activity attempt is a new publisher.
 	ID string
+	// OnBatch, when set, is called by the background sender each
+	// BatchInterval before it sends (not under the publisher's lock: it
+	// may Publish): a producer that joins small deltas into one item per
+	// batch publishes it there. Zero value: none.
+	OnBatch func()
 }
 
 // ErrDropped: a batch could not be delivered within MaxRetry, or the run
@@ -81,11 +86,23 @@ func (p *Publisher) Publish(topic string, value any) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.buffer = append(p.buffer, PublishEntry{Topic: topic, Data: data})
+	p.startLocked()
+	return nil
+}
+
+// Start starts the background sender before the first Publish (for an
+// OnBatch producer, whose first item comes from the first batch).
+func (p *Publisher) Start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.startLocked()
+}
+
+func (p *Publisher) startLocked() {
 	if !p.started {
 		p.started = true
 		go p.flusher()
 	}
-	return nil
 }
 
 func (p *Publisher) flusher() {
@@ -97,6 +114,9 @@ func (p *Publisher) flusher() {
 		case <-p.stop:
 			return
 		case <-t.C:
+			if p.opts.OnBatch != nil {
+				p.opts.OnBatch()
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := p.flushOnce(ctx); errors.Is(err, ErrDropped) {
 				p.mu.Lock()
@@ -169,8 +189,8 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops the background sender and flushes what is left. It reports
-// the first batch dropped, if any.
+// Close stops the background sender, calls OnBatch a last time, and
+// flushes what is left. It reports the first batch dropped, if any.
 func (p *Publisher) Close(ctx context.Context) error {
 	p.mu.Lock()
 	started := p.started
@@ -179,6 +199,9 @@ func (p *Publisher) Close(ctx context.Context) error {
 	if started {
 		close(p.stop)
 		<-p.done
+	}
+	if p.opts.OnBatch != nil {
+		p.opts.OnBatch()
 	}
 	err := p.Flush(ctx)
 	p.mu.Lock()
