@@ -200,6 +200,12 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 		return ModelResponse{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no model named %q on this worker", in.Model), ErrUnknownModel, nil)
 	}
+	// Heartbeats from the start: reading the conversation from the run (a
+	// query, which a busy worker may take seconds to answer) is part of
+	// the attempt, and an attempt that heartbeat only once the model was
+	// called timed out, attempt after attempt, under load.
+	stop := heartbeat(ctx)
+	defer stop()
 	req := ModelRequest{Model: in.Model, Agent: in.Agent, Thread: in.Thread, Turn: in.Turn, Phase: in.Phase,
 		PhaseTurn: in.PhaseTurn, Messages: in.Messages, Tools: in.Tools}
 	if in.Cursor {
@@ -222,8 +228,6 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	if m.Policy != nil {
 		req.Messages = m.Policy(req.Messages)
 	}
-	stop := heartbeat(ctx)
-	defer stop()
 	text := m.textStream(ctx, in, &req)
 	start := time.Now()
 	resp, err := model.Respond(ctx, req)

@@ -2,19 +2,26 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/interceptor"
+	sdkworker "go.temporal.io/sdk/worker"
+	wf "go.temporal.io/sdk/workflow"
 
+	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -110,4 +117,80 @@ func TestGracefulStopFinishesTheCall(t *testing.T) {
 	b, err := os.ReadFile(events)
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(b), "tool "), "the body ran once, its attempt was not lost: %s", b)
+}
+
+// slowPage answers a worker's first conversation page query (tulip.page)
+// after a delay: a busy worker that takes seconds to answer.
+type slowPage struct {
+	interceptor.WorkerInterceptorBase
+	once  sync.Once
+	delay time.Duration
+}
+
+func (s *slowPage) InterceptWorkflow(_ wf.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	i := &slowPageInbound{s: s}
+	i.Next = next
+	return i
+}
+
+type slowPageInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	s *slowPage
+}
+
+func (i *slowPageInbound) HandleQuery(ctx wf.Context, in *interceptor.HandleQueryInput) (any, error) {
+	if in.QueryType == activities.QueryPage {
+		i.s.once.Do(func() { time.Sleep(i.s.delay) })
+	}
+	return i.Next.HandleQuery(ctx, in)
+}
+
+// A model call whose worker has not seen the thread's conversation reads
+// it from the run (a query); when that read takes longer than the heartbeat
+// timeout (a busy worker: here 7 s against 5 s), the attempt goes on,
+// because tulip heartbeats for it from its start. The server's history
+// says so: every model attempt that started is attempt 1. (Before, the
+// heartbeat began with the model's own call: under the soak's load every
+// attempt timed out, up to attempt 20.)
+func TestSlowConversationReadKeepsTheAttempt(t *testing.T) {
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	// The first run's answer is long, so that the thread's next run holds
+	// its conversation by reference (over workflow.InlineStateLimit).
+	answer := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+		if len(req.Messages) == 1 {
+			return activities.ModelResponse{Text: strings.Repeat("noted. ", 300<<10/7)}, nil
+		}
+		return activities.ModelResponse{Text: "noted"}, nil
+	})
+	opts := tworker.Options{Models: map[string]activities.Model{"note": answer}}
+	first := startWorker(t, c, tq, opts)
+	thread := "slow-read-" + tq
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "one"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	first.Stop()
+
+	// A new worker: its model activity has no cache of the conversation.
+	plugin, err := tworker.NewPlugin(opts)
+	require.NoError(t, err)
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin},
+		Interceptors:             []interceptor.WorkerInterceptor{&slowPage{delay: 7 * time.Second}},
+		DeadlockDetectionTimeout: time.Minute})
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "two"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+
+	models := 0
+	for _, e := range history(t, c, h.WorkflowID, h.RunID).GetEvents() {
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
+		}
+		if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activities.ModelActivity {
+			models++
+		}
+	}
+	assert.Equal(t, 1, models)
 }

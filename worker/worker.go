@@ -176,6 +176,13 @@ func oneLine(err error) string {
 // DefaultStopTimeout is Options.StopTimeout's zero value.
 const DefaultStopTimeout = 10 * time.Second
 
+// HeartbeatThrottle is the MaxHeartbeatThrottleInterval the plugin gives a
+// worker whose options leave it zero: every activity's heartbeats (tulip's
+// tool and model calls heartbeat four times per heartbeat timeout) reach
+// the server at least this often, leaving most of the timeout for a slow
+// answer.
+const HeartbeatThrottle = time.Second
+
 // NewInterceptor returns the dedup worker interceptor.
 func NewInterceptor() sdkinterceptor.WorkerInterceptor { return interceptor.New() }
 
@@ -212,6 +219,13 @@ func newPlugin(opts Options, outer ...sdkinterceptor.WorkerInterceptor) (*tempor
 			return nil
 		},
 		ConfigureWorker: func(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
+			// Heartbeats reach the server at least every second: the SDK
+			// otherwise holds them back to 80% of the heartbeat timeout
+			// (4 s of tulip's 5 s), and a heartbeat an overloaded server
+			// answers a second late then times the attempt out.
+			if o.WorkerOptions.MaxHeartbeatThrottleInterval == 0 {
+				o.WorkerOptions.MaxHeartbeatThrottleInterval = HeartbeatThrottle
+			}
 			// A stopping worker lets in-flight tool and model calls finish.
 			if o.WorkerOptions.WorkerStopTimeout == 0 {
 				o.WorkerOptions.WorkerStopTimeout = DefaultStopTimeout
