@@ -162,8 +162,10 @@ export async function continueThread(
 export interface AwaitOptions {
   /** An interrupt already handled: wait past it (for its resume) rather than report it again. */
   skipInterrupt?: string;
-  /** How often to describe the run for the interrupt memo; default 100 ms. */
+  /** How soon to first describe the run for the interrupt memo; default 100 ms. Each later describe waits twice as long, up to `maxPollIntervalMs`. */
   pollIntervalMs?: number;
+  /** The longest wait between describes: an interrupt is seen at most this long after it is durable; default 1000 ms. */
+  maxPollIntervalMs?: number;
 }
 
 /**
@@ -191,9 +193,11 @@ export async function awaitRun(client: Client, run: RunHandle, options: AwaitOpt
 }
 
 async function pollInterrupt(client: Client, run: RunHandle, options: AwaitOptions, signal: AbortSignal): Promise<RunResult> {
-  const every = options.pollIntervalMs ?? 100;
+  let every = options.pollIntervalMs ?? 100;
+  const most = Math.max(options.maxPollIntervalMs ?? 1000, every);
   for (;;) {
     await sleep(every, signal);
+    every = Math.min(2 * every, most);
     try {
       const { runId, memo } = await currentRun(client, run);
       const id = memo?.[MEMO_INTERRUPT];
