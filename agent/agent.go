@@ -12,6 +12,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -298,24 +299,22 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 }
 
 // interruptMemo reads the durable interrupt id ("" when none) of the
-// newest run of h's continue-as-new chain, and that run's handle.
-// One describe answers when h's chain is the workflow ID's newest (the
-// usual case): the current run's description names its chain's first run
-// and holds its memo.
+// newest run of h's continue-as-new chain, and that run's handle. One
+// describe answers when h's chain is the workflow ID's newest (the usual
+// case): that description holds the newest run's memo.
 func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
+	cur, info, err := newest(ctx, c, h)
 	if err != nil {
-		return h, "", err
+		return cur, "", err
 	}
-	info := desc.GetWorkflowExecutionInfo()
-	cur := Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}
-	if h.RunID != "" && info.GetFirstRunId() != h.RunID {
-		cur = h // a run of an older chain, or one continued from: read its own memo
-		if desc, err = c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID); err != nil {
-			return h, "", err
+	if info == nil { // a run of an older chain: read its own memo
+		desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
+		if err != nil {
+			return cur, "", err
 		}
+		info = desc.GetWorkflowExecutionInfo()
 	}
-	p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflow.MemoInterrupt]
+	p := info.GetMemo().GetFields()[workflow.MemoInterrupt]
 	if p == nil {
 		return cur, "", nil
 	}
@@ -338,15 +337,23 @@ func current(ctx context.Context, c client.Client, h Handle) (Handle, error) {
 	if h.RunID == "" {
 		return h, nil
 	}
+	cur, _, err := newest(ctx, c, h)
+	return cur, err
+}
+
+// newest describes the workflow ID's current run: when its chain is h's
+// (it started with h.RunID, or h names no run), it returns that run and its
+// description; else h and no description.
+func newest(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb.WorkflowExecutionInfo, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
 	if err != nil {
-		return h, err
+		return h, nil, err
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if info.GetFirstRunId() == h.RunID {
-		return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, nil
+	if h.RunID != "" && info.GetFirstRunId() != h.RunID {
+		return h, nil, nil
 	}
-	return h, nil
+	return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, info, nil
 }
 
 // State queries a run's state so far (the newest run of its chain).
