@@ -158,16 +158,7 @@ func (r *received) snapshot() ([]streams.Item, []time.Time) {
 // nobody subscribes to has exactly the history of a run with the stream
 // off.
 func TestStreamGoSubscriber(t *testing.T) {
-	c := dial(t, server.Address())
-	tq := taskQueue(t.Name())
-	model := newSlowModel(t, 5, 80*time.Millisecond)
-	oai, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
-	require.NoError(t, err)
-	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
-
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
-		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
-	require.NoError(t, err)
+	c, model, h := startStreamingRun(t, 5, 80*time.Millisecond)
 	var got received
 	subErr := make(chan error, 1)
 	go func() {
@@ -210,6 +201,24 @@ func TestStreamGoSubscriber(t *testing.T) {
 		return len(history(t, c, h.WorkflowID, h.RunID).GetEvents())
 	}
 	assert.Equal(t, plain(&workflow.StreamOptions{Off: true}), plain(nil), "an unread stream adds no event")
+}
+
+// startStreamingRun starts a run on a worker of its own whose model (a
+// slow OpenAI-compatible endpoint) calls report_case in each of its first
+// tools turns and streams each answer in pieces gap apart; the run continues
+// as new every 2 turns and streams its text in 50 ms pieces.
+func startStreamingRun(t *testing.T, tools int, gap time.Duration) (client.Client, *slowModel, agent.Handle) {
+	t.Helper()
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	model := newSlowModel(t, tools, gap)
+	oai, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
+	require.NoError(t, err)
+	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
+		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
+	require.NoError(t, err)
+	return c, model, h
 }
 
 // checkStream checks a subscriber's items against the run's trace and
@@ -533,15 +542,7 @@ func TestCLIChatLive(t *testing.T) {
 // while the run goes on, the answer's text, and it ends when the run
 // closes (across continue-as-new). A closed run is refused in one line.
 func TestCLIWatch(t *testing.T) {
-	c := dial(t, server.Address())
-	tq := taskQueue(t.Name())
-	model := newSlowModel(t, 4, 150*time.Millisecond)
-	oai, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
-	require.NoError(t, err)
-	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
-		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
-	require.NoError(t, err)
+	c, model, h := startStreamingRun(t, 4, 150*time.Millisecond)
 
 	var out, errb timedWriter
 	code := cli.Main(ctxT(t), []string{"watch", h.WorkflowID, "--address", server.Address()}, &out, &errb)
