@@ -90,9 +90,7 @@ func New(cfg Config) (Func, error) {
 		if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
 			return RunResult{}, err
 		}
-		err := decodeStrict("run input", raw, &r.in)
-		raw = nil
-		if err != nil {
+		if err := decodeStrict("run input", raw, &r.in); err != nil {
 			return r.refuse(ctx, err)
 		}
 		if c := r.in.Continued; c != nil {
