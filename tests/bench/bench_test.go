@@ -30,6 +30,7 @@ import (
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/scenario"
+	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -95,7 +96,7 @@ func plainAgent(ctx wf.Context, n int) (int, error) {
 	}
 	futures := make([]wf.Future, len(calls))
 	for i, c := range calls {
-		futures[i] = wf.ExecuteActivity(ao, "plain.Tool", c.Name, c.Arguments)
+		futures[i] = wf.ExecuteActivity(ao, plainsdk.ToolActivity, c.Name, c.Arguments)
 	}
 	for _, f := range futures {
 		var out json.RawMessage
@@ -114,15 +115,6 @@ func plainModel(_ context.Context, turn, n int) ([]activities.ToolCall, error) {
 	return sequentialRun(n).Turns[0].ToolCalls, nil
 }
 
-func plainTool(_ context.Context, name, args string) (json.RawMessage, error) {
-	var v map[string]any
-	if err := json.Unmarshal([]byte(args), &v); err != nil {
-		return nil, err
-	}
-	v["refund_id"] = "rf-1"
-	return json.Marshal(v)
-}
-
 func registerPlain(r interface {
 	RegisterWorkflowWithOptions(any, wf.RegisterOptions)
 }) {
@@ -138,7 +130,7 @@ func recordPlain(b *testing.B, srv *devserver.Server, n int) *historypb.History 
 	w := sdkworker.New(c, tq, sdkworker.Options{})
 	registerPlain(w)
 	w.RegisterActivityWithOptions(plainModel, activity.RegisterOptions{Name: "plain.Model"})
-	w.RegisterActivityWithOptions(plainTool, activity.RegisterOptions{Name: "plain.Tool"})
+	w.RegisterActivityWithOptions(plainsdk.Tool, activity.RegisterOptions{Name: plainsdk.ToolActivity})
 	require.NoError(b, w.Start())
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -95,10 +96,10 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		w := startMemWorker(b, srv.Address(), tq, turns)
 		// A warm-up run of each loop, to the end: what the first run of a
 		// process costs once is not a run's.
-		prun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tq + "-plain-warm", TaskQueue: tq + "-plain"}, "bench.HeldPlain", turns)
+		prun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tq + "-plain-warm", TaskQueue: tq + "-plain"}, plainsdk.HeldWorkflow, turns)
 		require.NoError(b, err)
 		require.Eventually(b, func() bool {
-			return c.SignalWorkflow(ctx, prun.GetID(), prun.GetRunID(), "release", nil) == nil
+			return c.SignalWorkflow(ctx, prun.GetID(), prun.GetRunID(), plainsdk.ReleaseSignal, nil) == nil
 		}, time.Minute, 100*time.Millisecond)
 		require.NoError(b, prun.Get(ctx, nil))
 		_, res, err := agent.Run(ctx, c, agent.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
@@ -109,12 +110,12 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		var g group
 		for k := range runs {
 			g.Go(func() error {
-				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-plain-%d", tq, k), TaskQueue: tq + "-plain"}, "bench.HeldPlain", turns)
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-plain-%d", tq, k), TaskQueue: tq + "-plain"}, plainsdk.HeldWorkflow, turns)
 				if err != nil {
 					return err
 				}
 				for {
-					v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), "turns")
+					v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), plainsdk.TurnsQuery)
 					if err != nil {
 						return err
 					}

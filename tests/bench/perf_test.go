@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,58 +10,25 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
-	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/scenario"
+	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
-// plainTurns is an agent loop written plainly with the SDK: each turn a
-// model activity that returns one call, then that call's tool activity;
-// a last model turn. The baseline of BenchmarkCallLatency (calls one after
-// another) and BenchmarkThroughput.
-func plainTurns(ctx wf.Context, turns int) (int, error) {
-	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
-	for turn := 1; ; turn++ {
-		var calls []activities.ToolCall
-		if err := wf.ExecuteActivity(ao, "plain.TurnModel", turn, turns).Get(ctx, &calls); err != nil {
-			return 0, err
-		}
-		if len(calls) == 0 {
-			return turn, nil
-		}
-		for _, c := range calls {
-			var out json.RawMessage
-			if err := wf.ExecuteActivity(ao, "plain.Tool", c.Name, c.Arguments).Get(ctx, &out); err != nil {
-				return 0, err
-			}
-		}
-	}
-}
-
-// plainTurnModel answers turn k of plainTurns: one refund, then nothing.
-func plainTurnModel(_ context.Context, turn, turns int) ([]activities.ToolCall, error) {
-	if turn > turns {
-		return nil, nil
-	}
-	return []activities.ToolCall{{ID: fmt.Sprintf("c%d", turn), Name: "issue_refund",
-		Arguments: fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, turn)}}, nil
-}
-
-// turnsRun is the same for tulip: a refund a turn (by tool), then an
-// answer.
+// turnsRun is plainsdk's loop for tulip: a refund a turn (by tool), then
+// an answer.
 func turnsRun(turns int, tool string) scenario.Run {
 	var ts []scenario.Turn
 	for turn := 1; turn <= turns; turn++ {
-		calls, _ := plainTurnModel(context.Background(), turn, turns)
+		calls, _ := plainsdk.TurnModel(context.Background(), turn, turns)
 		calls[0].Name = tool
 		ts = append(ts, scenario.Turn{ToolCalls: calls})
 	}
@@ -111,9 +77,7 @@ func newPerfEnv(b *testing.B, models map[string]activities.Model, workerOpts sdk
 	require.NoError(b, w.Start())
 	b.Cleanup(w.Stop)
 	pw := sdkworker.New(c, e.ptq, workerOpts)
-	pw.RegisterWorkflowWithOptions(plainTurns, wf.RegisterOptions{Name: "bench.PlainTurns"})
-	pw.RegisterActivityWithOptions(plainTurnModel, activity.RegisterOptions{Name: "plain.TurnModel"})
-	pw.RegisterActivityWithOptions(plainTool, activity.RegisterOptions{Name: "plain.Tool"})
+	plainsdk.Register(pw)
 	require.NoError(b, pw.Start())
 	b.Cleanup(pw.Stop)
 	return e
@@ -142,7 +106,7 @@ func (e *perfEnv) tulip(b *testing.B, model string, turns int, sequential bool) 
 func (e *perfEnv) plain(b *testing.B, turns int) *historypb.History {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: e.ptq}, "bench.PlainTurns", turns)
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: e.ptq}, plainsdk.TurnsWorkflow, turns)
 	require.NoError(b, err)
 	require.NoError(b, run.Get(ctx, nil))
 	return e.history(b, run.GetID(), run.GetRunID())
@@ -157,7 +121,7 @@ func medianTurnGap(hist *historypb.History) time.Duration {
 	for _, e := range hist.Events {
 		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
 			name := a.GetActivityType().GetName()
-			model[e.GetEventId()] = name == activities.ModelActivity || name == "plain.TurnModel"
+			model[e.GetEventId()] = name == activities.ModelActivity || name == plainsdk.ModelActivity
 		}
 		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && model[a.GetScheduledEventId()] {
 			done = append(done, e.GetEventTime().AsTime())

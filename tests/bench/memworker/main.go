@@ -10,7 +10,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,30 +21,22 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
-	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 	tworker "github.com/tulip-temporal/tulip/worker"
 )
 
-// Names the benchmark uses.
+// Names the benchmark uses (the plain loop's are plainsdk's).
 const (
-	Model        = "held"            // tulip: -turns turns of one refund each, then a held call
-	PlainName    = "bench.HeldPlain" // the plain loop, held open by waiting for "release"
-	HoldHook     = "hold"
-	TurnsQuery   = "turns"
-	ReleaseSig   = "release"
-	refundTool   = "issue_refund"
-	heldTool     = "hold_open"
-	plainModel   = "plain.TurnModel"
-	plainToolAct = "plain.Tool"
+	Model    = "held" // tulip: -turns turns of one refund each, then a held call
+	HoldHook = "hold"
+	heldTool = "hold_open"
 )
 
 func main() {
@@ -64,19 +55,6 @@ func main() {
 	}
 }
 
-// args is turn k's refund, as the plain loop's and tulip's models call it.
-func args(k int) string { return fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, k) }
-
-// refund is the tool body of both loops: the arguments and a refund id.
-func refund(args string) (json.RawMessage, error) {
-	var v map[string]any
-	if err := json.Unmarshal([]byte(args), &v); err != nil {
-		return nil, err
-	}
-	v["refund_id"] = "rf-1"
-	return json.Marshal(v)
-}
-
 func run(address, tq string, turns, cache int) error {
 	if address == "" || tq == "" {
 		return errors.New("-address and -task-queue are required")
@@ -89,7 +67,7 @@ func run(address, tq string, turns, cache int) error {
 	}
 	defer c.Close()
 
-	tool, err := activities.NewTool(activities.ToolSpec{Name: refundTool, Idempotent: true},
+	tool, err := activities.NewTool(activities.ToolSpec{Name: plainsdk.RefundTool, Idempotent: true},
 		func(ctx context.Context, a map[string]any) (map[string]any, error) {
 			a["refund_id"] = "rf-1"
 			return a, nil
@@ -105,7 +83,7 @@ func run(address, tq string, turns, cache int) error {
 	model := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		switch {
 		case req.Turn <= turns:
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: refundTool, Arguments: args(req.Turn)}}}, nil
+			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: plainsdk.RefundTool, Arguments: plainsdk.Args(req.Turn)}}}, nil
 		case req.Turn == turns+1:
 			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "held", Name: heldTool, Arguments: `{}`}}}, nil
 		}
@@ -124,15 +102,7 @@ func run(address, tq string, turns, cache int) error {
 	defer w.Stop()
 
 	pw := sdkworker.New(c, tq+"-plain", sdkworker.Options{})
-	pw.RegisterWorkflowWithOptions(heldPlain, wf.RegisterOptions{Name: PlainName})
-	pw.RegisterActivityWithOptions(func(_ context.Context, turn, turns int) ([]activities.ToolCall, error) {
-		if turn > turns {
-			return nil, nil
-		}
-		return []activities.ToolCall{{ID: fmt.Sprintf("c%d", turn), Name: refundTool, Arguments: args(turn)}}, nil
-	}, activity.RegisterOptions{Name: plainModel})
-	pw.RegisterActivityWithOptions(func(_ context.Context, _, a string) (json.RawMessage, error) { return refund(a) },
-		activity.RegisterOptions{Name: plainToolAct})
+	plainsdk.Register(pw)
 	if err := pw.Start(); err != nil {
 		return err
 	}
@@ -164,37 +134,6 @@ func run(address, tq string, turns, cache int) error {
 		fmt.Printf("rss %d heap %d\n", rss, heap)
 	}
 	return nil
-}
-
-// heldPlain is the agent loop written plainly (a model activity returning
-// one call a turn, that call's activity), which then waits for "release":
-// what it holds is its turn count and the results it got.
-func heldPlain(ctx wf.Context, turns int) (int, error) {
-	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
-	done := 0
-	var results []json.RawMessage // what a hand-written loop keeps: the conversation's tool results
-	if err := wf.SetQueryHandler(ctx, TurnsQuery, func() (int, error) { return done, nil }); err != nil {
-		return 0, err
-	}
-	for turn := 1; ; turn++ {
-		var calls []activities.ToolCall
-		if err := wf.ExecuteActivity(ao, plainModel, turn, turns).Get(ctx, &calls); err != nil {
-			return 0, err
-		}
-		if len(calls) == 0 {
-			break
-		}
-		for _, c := range calls {
-			var out json.RawMessage
-			if err := wf.ExecuteActivity(ao, plainToolAct, c.Name, c.Arguments).Get(ctx, &out); err != nil {
-				return 0, err
-			}
-			results = append(results, out)
-		}
-		done = turn
-	}
-	wf.GetSignalChannel(ctx, ReleaseSig).Receive(ctx, nil)
-	return len(results), nil
 }
 
 // mem collects garbage, returns it to the OS, and reads VmRSS.
