@@ -259,13 +259,22 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	}
 }
 
+// ListTimeout bounds one page of a thread's run listing inside an
+// activity (the activity's own deadline bounds it first). The SDK's
+// client.ListWorkflow gives every call at most 10 s: a visibility store
+// that answers slower under load (a busy SQLite server took over 10 s for
+// a one-thread listing in a soak) failed every attempt of the run's thread
+// load, until its retry window closed and the run failed. Inside an
+// activity (which heartbeats while it waits) a listing may take this long.
+const ListTimeout = 50 * time.Second
+
 // listRuns lists a workflow ID's runs from the visibility store.
 func listRuns(ctx context.Context, c client.Client, workflowID string, limit int) ([]RunInfo, error) {
 	var out []RunInfo
 	var token []byte
 	query := "WorkflowId = " + quote(workflowID)
 	for len(out) < limit {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 50, NextPageToken: token})
+		resp, err := listPage(ctx, c, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 50, NextPageToken: token})
 		if err != nil {
 			return nil, err
 		}
@@ -277,6 +286,20 @@ func listRuns(ctx context.Context, c client.Client, workflowID string, limit int
 		}
 	}
 	return out, nil
+}
+
+// listPage lists one page. Inside an activity it calls the service
+// directly, in the activity's namespace, with ListTimeout (or the
+// activity's deadline, if sooner) for its deadline; elsewhere (a client
+// reading a thread) it is client.ListWorkflow.
+func listPage(ctx context.Context, c client.Client, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	if !activity.IsActivity(ctx) {
+		return c.ListWorkflow(ctx, req)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ListTimeout)
+	defer cancel()
+	req.Namespace = activity.GetInfo(ctx).WorkflowNamespace
+	return c.WorkflowService().ListWorkflowExecutions(ctx, req)
 }
 
 func quote(s string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -133,4 +134,69 @@ func TestNewThreadSkipsTheListing(t *testing.T) {
 	require.NoError(t, json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
 	assert.False(t, in.NewThread, "the second run is not started as new")
 	assert.NotEmpty(t, in.PreviousRunID)
+}
+
+// slowListing makes a client's visibility listings (ListWorkflowExecutions)
+// answer after delay, as a loaded visibility store does, and counts those
+// that waited it out.
+type slowListing struct {
+	delay  time.Duration
+	served atomic.Int32
+}
+
+func (s *slowListing) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if method == workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.delay):
+		}
+		s.served.Add(1)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// A plain start (no previous_run_id) finds the thread's newest run by a
+// visibility listing. The SDK's client gives a listing at most 10 s; a
+// store that answers in 12 s (a busy SQLite server did, in a soak of 160
+// threads) failed every attempt of the thread load until its retry window
+// closed and the run failed. The load lists with the activity's own
+// deadline instead: each run loads in one attempt and the second run's
+// refund is served (one refund at billing). On the old listing the second
+// run never completes in the test's time.
+func TestSlowVisibilityListingKeepsTheAttempt(t *testing.T) {
+	slow := &slowListing{delay: 12 * time.Second}
+	wc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(slow.intercept)}}})
+	require.NoError(t, err)
+	t.Cleanup(wc.Close)
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := taskQueue(t.Name())
+	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
+	startWorker(t, wc, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"first": refundRun.Model(), "again": again.Model()}})
+	thread := threadID(t)
+	var last client.WorkflowRun
+	run := func(model string) workflow.RunResult {
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer cancel()
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+			map[string]any{"thread_id": thread, "model": model, "message": "hi"})
+		require.NoError(t, err)
+		var out workflow.RunResult
+		require.NoError(t, r.Get(ctx, &out), "the run did not complete")
+		last = r
+		return out
+	}
+	require.Equal(t, workflow.OutcomeExecuted, run("first").Trace[0].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, run("again").Trace[0].Outcome)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "billing saw one refund")
+	assert.GreaterOrEqual(t, slow.served.Load(), int32(2), "each plain start listed the thread's runs, 12 s each")
+	for _, e := range history(t, c, thread, last.GetRunID()).GetEvents() {
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
+		}
+	}
 }
