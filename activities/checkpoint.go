@@ -174,9 +174,15 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 	if limit <= 0 {
 		limit = 100
 	}
-	runs, err := t.threadRuns(ctx, c, ref, limit)
-	if err != nil {
-		return nil, err
+	runs, ok := listedBefore(ctx, ref)
+	if !ok {
+		var err error
+		if runs, err = t.threadRuns(ctx, c, ref, limit); err != nil {
+			return nil, err
+		}
+		if note, ok := ctx.Value(noteKey{}).(func(any)); ok {
+			note(listed{Thread: ref.ThreadID, Run: ref.RunID, Runs: runs})
+		}
 	}
 	for _, run := range runs {
 		cp, ran, err := loadRun(ctx, c, ref.ThreadID, run)
@@ -243,6 +249,34 @@ func (t TemporalCheckpointer) threadRuns(ctx context.Context, c client.Client, r
 		out = append(out, r.RunID)
 	}
 	return out, nil
+}
+
+// listed is what a thread load's heartbeats carry once it has its list of
+// the thread's runs: a later attempt (after its worker died, say) takes
+// the list from there instead of listing again. The list cannot go stale:
+// while the run is open no other run of its workflow ID starts, and every
+// run that closed before it started was in the list.
+type listed struct {
+	Thread string   `json:"thread"`
+	Run    string   `json:"run"`
+	Runs   []string `json:"runs"`
+}
+
+// noteKey carries, in LoadThread's context, the function that puts details
+// on the activity's heartbeats.
+type noteKey struct{}
+
+// listedBefore is the list an earlier attempt of this activity found for
+// ref, from its heartbeat details.
+func listedBefore(ctx context.Context, ref ThreadRef) ([]string, bool) {
+	if !activity.IsActivity(ctx) || !activity.HasHeartbeatDetails(ctx) {
+		return nil, false
+	}
+	var l listed
+	if activity.GetHeartbeatDetails(ctx, &l) != nil || l.Thread != ref.ThreadID || l.Run != ref.RunID {
+		return nil, false
+	}
+	return l.Runs, true
 }
 
 // sleepUntil waits until t.
@@ -433,9 +467,9 @@ func (c Checkpoints) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) er
 // The run takes that decision from this result, in its history, not from
 // the worker's configuration.
 func (c Checkpoints) LoadThread(ctx context.Context, ref ThreadRef) (LoadedThread, error) {
-	stop := heartbeat(ctx)
+	stop, note := heartbeatWith(ctx)
 	defer stop()
-	cp, err := c.Checkpointer.Load(ctx, ref)
+	cp, err := c.Checkpointer.Load(context.WithValue(ctx, noteKey{}, note), ref)
 	if err != nil {
 		return LoadedThread{}, err
 	}

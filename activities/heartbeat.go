@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -18,12 +19,25 @@ const DefaultHeartbeatTimeout = 5 * time.Second
 // bodies and models need not heartbeat themselves. Outside an activity, or
 // without a heartbeat timeout, it does nothing.
 func heartbeat(ctx context.Context) (stop func()) {
+	stop, _ = heartbeatWith(ctx)
+	return stop
+}
+
+// heartbeatWith is heartbeat whose heartbeats carry details once note
+// sets them (and note records one at once): a later attempt of the
+// activity reads them with activity.GetHeartbeatDetails.
+func heartbeatWith(ctx context.Context) (stop func(), note func(details any)) {
 	if !activity.IsActivity(ctx) {
-		return func() {}
+		return func() {}, func(any) {}
+	}
+	var details atomic.Pointer[any]
+	note = func(d any) {
+		details.Store(&d)
+		activity.RecordHeartbeat(ctx, d)
 	}
 	timeout := activity.GetInfo(ctx).HeartbeatTimeout
 	if timeout <= 0 {
-		return func() {}
+		return func() {}, note
 	}
 	done := make(chan struct{})
 	go func() {
@@ -36,9 +50,13 @@ func heartbeat(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx)
+				if d := details.Load(); d != nil {
+					activity.RecordHeartbeat(ctx, *d)
+				} else {
+					activity.RecordHeartbeat(ctx)
+				}
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() { close(done) }, note
 }

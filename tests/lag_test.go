@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 
 	"github.com/tulip-temporal/tulip/activities"
@@ -199,4 +203,78 @@ func TestSlowVisibilityListingKeepsTheAttempt(t *testing.T) {
 			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
 		}
 	}
+}
+
+// failFirstLoad fails the first attempt of every thread load after it has
+// done its work and its heartbeat has gone out, as a worker killed late in
+// the attempt would.
+type failFirstLoad struct {
+	interceptor.WorkerInterceptorBase
+}
+
+func (f *failFirstLoad) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &failFirstLoadInbound{}
+	i.Next = next
+	return i
+}
+
+type failFirstLoadInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+}
+
+func (i *failFirstLoadInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	out, err := i.Next.ExecuteActivity(ctx, in)
+	if info := activity.GetInfo(ctx); err == nil && info.ActivityType.Name == activities.LoadThreadActivity && info.Attempt == 1 {
+		time.Sleep(2 * time.Second) // past the heartbeat throttle (1 s): the list's heartbeat reached the server
+		return nil, errors.New("the attempt ends before it could report")
+	}
+	return out, err
+}
+
+// A plain start's thread load lists the thread's runs once: when an
+// attempt ends after the listing (its worker died, say), the next attempt
+// takes the list from the heartbeat the first one sent, instead of
+// listing again on a server that may be what made the first attempt slow.
+// Two plain starts whose first load attempt fails: two listings in all,
+// each run's load is attempt 2, and the second refund is served (billing
+// sees one). On the old load, every attempt lists: four.
+func TestThreadLoadKeepsItsListingAcrossAttempts(t *testing.T) {
+	count := &slowListing{}
+	wc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count.intercept)}}})
+	require.NoError(t, err)
+	t.Cleanup(wc.Close)
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := taskQueue(t.Name())
+	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"first": refundRun.Model(), "again": again.Model()}})
+	require.NoError(t, err)
+	w := sdkworker.New(wc, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}, Interceptors: []interceptor.WorkerInterceptor{&failFirstLoad{}}})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	thread := threadID(t)
+	var last client.WorkflowRun
+	run := func(model string) workflow.RunResult {
+		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+			map[string]any{"thread_id": thread, "model": model, "message": "hi"})
+		require.NoError(t, err)
+		var out workflow.RunResult
+		require.NoError(t, r.Get(ctxT(t), &out))
+		last = r
+		return out
+	}
+	require.Equal(t, workflow.OutcomeExecuted, run("first").Trace[0].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, run("again").Trace[0].Outcome)
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "billing saw one refund")
+	assert.Equal(t, int32(2), count.served.Load(), "one listing a run")
+	loads := 0
+	for _, e := range history(t, c, thread, last.GetRunID()).GetEvents() {
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() == 2 {
+			loads++
+		}
+	}
+	assert.Equal(t, 1, loads, "the load's second attempt")
 }
