@@ -170,39 +170,58 @@ func (s *slowListing) intercept(ctx context.Context, method string, req, reply a
 // run never completes in the test's time.
 func TestSlowVisibilityListingKeepsTheAttempt(t *testing.T) {
 	slow := &slowListing{delay: 12 * time.Second}
-	wc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(slow.intercept)}}})
-	require.NoError(t, err)
-	t.Cleanup(wc.Close)
-	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tq := taskQueue(t.Name())
-	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
-	startWorker(t, wc, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{"first": refundRun.Model(), "again": again.Model()}})
-	thread := threadID(t)
-	var last client.WorkflowRun
-	run := func(model string) workflow.RunResult {
-		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-		defer cancel()
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
-			map[string]any{"thread_id": thread, "model": model, "message": "hi"})
-		require.NoError(t, err)
-		var out workflow.RunResult
-		require.NoError(t, r.Get(ctx, &out), "the run did not complete")
-		last = r
-		return out
-	}
-	require.Equal(t, workflow.OutcomeExecuted, run("first").Trace[0].Outcome)
-	assert.Equal(t, workflow.OutcomeCached, run("again").Trace[0].Outcome)
-	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "billing saw one refund")
+	th := newPlainThread(t, slow, nil)
+	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
+	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
 	assert.GreaterOrEqual(t, slow.served.Load(), int32(2), "each plain start listed the thread's runs, 12 s each")
-	for _, e := range history(t, c, thread, last.GetRunID()).GetEvents() {
+	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
 			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
 		}
 	}
+}
+
+// plainThread is a thread whose runs are started plainly (no
+// previous_run_id) on a worker whose client passes its visibility listings
+// through listing, with two scripts: "first" refunds an order, "again"
+// refunds the same order.
+type plainThread struct {
+	c      client.Client
+	tb     *demo.Toolbox
+	tq     string
+	thread string
+	last   client.WorkflowRun // the run run started last
+}
+
+func newPlainThread(t *testing.T, listing *slowListing, interceptors []interceptor.WorkerInterceptor) *plainThread {
+	wc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(listing.intercept)}}})
+	require.NoError(t, err)
+	t.Cleanup(wc.Close)
+	th := &plainThread{c: dial(t, server.Address()), tb: demo.NewToolbox(), tq: taskQueue(t.Name()), thread: threadID(t)}
+	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
+	plugin, err := tworker.NewPlugin(tworker.Options{Tools: th.tb.Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"first": refundRun.Model(), "again": again.Model()}})
+	require.NoError(t, err)
+	w := sdkworker.New(wc, th.tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}, Interceptors: interceptors})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return th
+}
+
+// run starts model's run plainly and waits up to timeout for its result.
+func (th *plainThread) run(t *testing.T, model string, timeout time.Duration) workflow.RunResult {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	r, err := th.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: th.thread, TaskQueue: th.tq}, workflow.WorkflowName,
+		map[string]any{"thread_id": th.thread, "model": model, "message": "hi"})
+	require.NoError(t, err)
+	var out workflow.RunResult
+	require.NoError(t, r.Get(ctx, &out), "the run did not complete")
+	th.last = r
+	return out
 }
 
 // failFirstLoad fails the first attempt of every thread load after it has
@@ -240,38 +259,13 @@ func (i *failFirstLoadInbound) ExecuteActivity(ctx context.Context, in *intercep
 // sees one). On the old load, every attempt lists: four.
 func TestThreadLoadKeepsItsListingAcrossAttempts(t *testing.T) {
 	count := &slowListing{}
-	wc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count.intercept)}}})
-	require.NoError(t, err)
-	t.Cleanup(wc.Close)
-	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tq := taskQueue(t.Name())
-	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{"first": refundRun.Model(), "again": again.Model()}})
-	require.NoError(t, err)
-	w := sdkworker.New(wc, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}, Interceptors: []interceptor.WorkerInterceptor{&failFirstLoad{}}})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	thread := threadID(t)
-	var last client.WorkflowRun
-	run := func(model string) workflow.RunResult {
-		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
-			map[string]any{"thread_id": thread, "model": model, "message": "hi"})
-		require.NoError(t, err)
-		var out workflow.RunResult
-		require.NoError(t, r.Get(ctxT(t), &out))
-		last = r
-		return out
-	}
-	require.Equal(t, workflow.OutcomeExecuted, run("first").Trace[0].Outcome)
-	assert.Equal(t, workflow.OutcomeCached, run("again").Trace[0].Outcome)
-	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "billing saw one refund")
+	th := newPlainThread(t, count, []interceptor.WorkerInterceptor{&failFirstLoad{}})
+	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 2*time.Minute).Trace[0].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 2*time.Minute).Trace[0].Outcome)
+	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
 	assert.Equal(t, int32(2), count.served.Load(), "one listing a run")
 	loads := 0
-	for _, e := range history(t, c, thread, last.GetRunID()).GetEvents() {
+	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() == 2 {
 			loads++
 		}
