@@ -31,6 +31,25 @@ func TestNemesisInjectsEveryScheduledFault(t *testing.T) {
 	}
 }
 
+// TestNemesisStopsWithItsContext: once the phase's runs are done (--runs
+// reached before --duration) the soak cancels the nemesis, which injects
+// none of the faults scheduled later and returns.
+func TestNemesisStopsWithItsContext(t *testing.T) {
+	n := newNemesis(slowServer{}, nil, nil, Options{KillEvery: -1, Progress: io.Discard})
+	d := time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	n.run(ctx, d, []Fault{{At: 0, Kind: ServerRestart}, {At: d / 2, Kind: ServerPause}})
+	faults, _ := n.counts()
+	if faults[ServerRestart] != 1 || faults[ServerPause] != 0 {
+		t.Fatalf("faults %v: want the restart at 0 and not the pause at %s", faults, d/2)
+	}
+	if time.Since(start) > time.Minute {
+		t.Fatalf("run returned after %s, not when its context ended", time.Since(start))
+	}
+}
+
 func TestSchedule(t *testing.T) {
 	cases := []struct {
 		name   string

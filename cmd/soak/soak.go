@@ -219,7 +219,8 @@ func (s *soak) baseline(ctx context.Context) []*run {
 	return runs
 }
 
-// faultPhase plays runs for Duration while the nemesis works.
+// faultPhase plays runs for Duration (or until Runs are started and
+// done) while the nemesis works.
 func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	counts := faultCounts(s.o, s.srv.Kinds())
 	n := newNemesis(s.srv, s.proxy, s.workers, s.o)
@@ -230,12 +231,18 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 		n.faults[WorkerKill] = 0
 	}
 	s.progress("runs for %s, a worker killed every %s, faults %v", s.o.Duration, s.o.KillEvery, counts)
+	// The nemesis stops with the phase's last run: when --runs ends the
+	// phase before --duration, faults scheduled later are not injected
+	// (they are counted only when injected) and no worker is killed while
+	// nothing runs.
+	nctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.run(ctx, s.o.Duration, Schedule(s.o.Duration, counts))
+		n.run(nctx, s.o.Duration, Schedule(s.o.Duration, counts))
 	}()
 	runs, tps := s.phase(ctx, s.o.Duration, s.o.Runs, false)
+	stop()
 	<-done
 	s.sum.TurnsPerS, s.sum.Turns = tps, turnsOf(runs)
 	faults, kills := n.counts()
