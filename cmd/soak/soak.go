@@ -231,10 +231,10 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 		n.faults[WorkerKill] = 0
 	}
 	s.progress("runs for %s, a worker killed every %s, faults %v", s.o.Duration, s.o.KillEvery, counts)
-	// The nemesis stops with the phase's last run: when --runs ends the
-	// phase before --duration, faults scheduled later are not injected
-	// (they are counted only when injected) and no worker is killed while
-	// nothing runs.
+	// With --runs, the nemesis stops with the phase's last run: when the
+	// runs end the phase before --duration, faults scheduled later are not
+	// injected (they are counted only when injected) and no worker is
+	// killed while nothing runs. Without it, every scheduled fault is.
 	nctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -242,8 +242,11 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 		n.run(nctx, s.o.Duration, Schedule(s.o.Duration, counts))
 	}()
 	runs, tps := s.phase(ctx, s.o.Duration, s.o.Runs, false)
-	stop()
+	if s.o.Runs > 0 {
+		stop()
+	}
 	<-done
+	stop()
 	s.sum.TurnsPerS, s.sum.Turns = tps, turnsOf(runs)
 	faults, kills := n.counts()
 	s.sum.Faults = faults
