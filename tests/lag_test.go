@@ -104,8 +104,9 @@ func TestPlainStartBehindLaggingVisibility(t *testing.T) {
 // A thread's first run started by the Go client (agent.Start) proves the
 // thread new (a describe found no run, and the start used REJECT_DUPLICATE):
 // it lists nothing and waits for nothing, even with an hour of configured
-// lag; the second run names the first (previous_run_id) and is served its
-// refund. A run on a thread that already had runs is never started as new.
+// lag; the second run names the first (previous_run_id), reads it without
+// listing the thread's runs either, and is served its refund. A run on a
+// thread that already had runs is never started as new.
 func TestNewThreadSkipsTheListing(t *testing.T) {
 	c := dial(t, server.Address())
 	tb := demo.NewToolbox()
@@ -131,6 +132,7 @@ func TestNewThreadSkipsTheListing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, second.Trace[0].Outcome, "the second run loaded the first")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+	assert.Zero(t, lists.Load(), "a start that names its previous run lists no runs")
 	hist := c.GetWorkflowHistory(ctx, thread, "", false, 0)
 	ev, err := hist.Next()
 	require.NoError(t, err)
@@ -271,4 +273,44 @@ func TestThreadLoadKeepsItsListingAcrossAttempts(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, loads, "the load's second attempt")
+}
+
+// A start names a previous run that left nothing (terminated before its
+// first workflow task): the load lists the thread's runs and takes the one
+// before it, and the refund is served.
+func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := taskQueue(t.Name())
+	var lists atomic.Int32
+	list := func(ctx context.Context, c client.Client, id string) ([]activities.RunInfo, error) {
+		lists.Add(1)
+		return laggingVisibility(0)(ctx, c, id)
+	}
+	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models:       map[string]activities.Model{"refund": refundRun.Model()},
+		Checkpointer: activities.TemporalCheckpointer{List: list}})
+	thread := threadID(t)
+	_, first, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	require.NoError(t, err)
+	require.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
+
+	// A run no worker picks up (its task queue has none), terminated.
+	empty, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq + "-none"}, workflow.WorkflowName,
+		map[string]any{"thread_id": thread, "model": "refund", "message": "hi"})
+	require.NoError(t, err)
+	require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, empty.GetRunID(), "left nothing"))
+
+	h, again, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, again.Trace[0].Outcome, "the run before the empty one was loaded")
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+	assert.Equal(t, int32(1), lists.Load(), "the empty hint made the load list")
+	hist := c.GetWorkflowHistory(ctxT(t), thread, h.RunID, false, 0)
+	ev, err := hist.Next()
+	require.NoError(t, err)
+	var in workflow.RunInput
+	require.NoError(t, json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
+	assert.Equal(t, empty.GetRunID(), in.PreviousRunID, "the hint was the empty run")
 }
