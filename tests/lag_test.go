@@ -111,15 +111,7 @@ func TestNewThreadSkipsTheListing(t *testing.T) {
 	c := dial(t, server.Address())
 	tb := demo.NewToolbox()
 	tq := taskQueue(t.Name())
-	var lists atomic.Int32
-	list := func(ctx context.Context, c client.Client, id string) ([]activities.RunInfo, error) {
-		lists.Add(1)
-		return laggingVisibility(0)(ctx, c, id)
-	}
-	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
-		Models:       map[string]activities.Model{"refund": refundRun.Model()},
-		Checkpointer: activities.TemporalCheckpointer{List: list, VisibilityLag: time.Hour}})
+	lists := countedListingWorker(t, c, tq, tb, time.Hour)
 	thread := threadID(t)
 	ctx, cancel := context.WithTimeout(ctxT(t), time.Minute) // an hour's wait would end it
 	defer cancel()
@@ -275,13 +267,10 @@ func TestThreadLoadKeepsItsListingAcrossAttempts(t *testing.T) {
 	assert.Equal(t, 1, loads, "the load's second attempt")
 }
 
-// A start names a previous run that left nothing (terminated before its
-// first workflow task): the load lists the thread's runs and takes the one
-// before it, and the refund is served.
-func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
-	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tq := taskQueue(t.Name())
+// countedListingWorker starts a worker on tq whose model "refund" refunds
+// an order, with a checkpointer of the given visibility lag whose listings
+// (of an up-to-date store) it counts.
+func countedListingWorker(t *testing.T, c client.Client, tq string, tb *demo.Toolbox, lag time.Duration) *atomic.Int32 {
 	var lists atomic.Int32
 	list := func(ctx context.Context, c client.Client, id string) ([]activities.RunInfo, error) {
 		lists.Add(1)
@@ -290,7 +279,18 @@ func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
 	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models:       map[string]activities.Model{"refund": refundRun.Model()},
-		Checkpointer: activities.TemporalCheckpointer{List: list}})
+		Checkpointer: activities.TemporalCheckpointer{List: list, VisibilityLag: lag}})
+	return &lists
+}
+
+// A start names a previous run that left nothing (terminated before its
+// first workflow task): the load lists the thread's runs and takes the one
+// before it, and the refund is served.
+func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := taskQueue(t.Name())
+	lists := countedListingWorker(t, c, tq, tb, 0)
 	thread := threadID(t)
 	_, first, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
