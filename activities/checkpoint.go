@@ -177,24 +177,18 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 	}
 	runs, ok := listedBefore(ctx, ref)
 	skip := ""
-	if !ok && ref.PreviousRunID != "" {
-		// The start named the thread's last closed run (agent.Start read
-		// it just before): read it, and list the thread's runs only if it
-		// left nothing. A hinted load needs no visibility store, which a
-		// busy server answers slowest (a listing took over 50 s in a soak).
-		cp, ran, err := loadRun(ctx, c, ref.ThreadID, ref.PreviousRunID)
-		if err != nil {
-			return nil, readError(ref.ThreadID, ref.PreviousRunID, err)
-		}
-		if ran {
-			if cp != nil && cp.Run == "" {
-				cp.Run = ref.PreviousRunID
-			}
-			return cp, nil
-		}
-		skip = ref.PreviousRunID
-	}
 	if !ok {
+		if ref.PreviousRunID != "" {
+			// The start named the thread's last closed run (agent.Start
+			// read it just before): read it, and list the thread's runs
+			// only if it left nothing. A hinted load needs no visibility
+			// store, which a busy server answers slowest (a listing took
+			// over 50 s in a soak).
+			if cp, ran, err := readRun(ctx, c, ref.ThreadID, ref.PreviousRunID); err != nil || ran {
+				return cp, err
+			}
+			skip = ref.PreviousRunID
+		}
 		var err error
 		if runs, err = t.threadRuns(ctx, c, ref, limit); err != nil {
 			return nil, err
@@ -207,25 +201,25 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 		if run == skip {
 			continue // read above: it left nothing
 		}
-		cp, ran, err := loadRun(ctx, c, ref.ThreadID, run)
-		if err != nil {
-			return nil, readError(ref.ThreadID, run, err)
-		}
-		if ran {
-			if cp != nil && cp.Run == "" {
-				cp.Run = run
-			}
-			return cp, nil
+		if cp, ran, err := readRun(ctx, c, ref.ThreadID, run); err != nil || ran {
+			return cp, err
 		}
 	}
 	return nil, nil
 }
 
-// readError is the error of a thread load that could not read one of the
-// thread's runs.
-func readError(threadID, runID string, err error) error {
-	return temporal.NewApplicationErrorWithCause(
-		fmt.Sprintf("thread %s: reading run %s: %v", threadID, runID, err), ErrCheckpoint, err)
+// readRun is loadRun for a thread load: the state names the run it came
+// from, and a run that cannot be read is the load's error.
+func readRun(ctx context.Context, c client.Client, threadID, runID string) (*Checkpoint, bool, error) {
+	cp, ran, err := loadRun(ctx, c, threadID, runID)
+	if err != nil {
+		return nil, false, temporal.NewApplicationErrorWithCause(
+			fmt.Sprintf("thread %s: reading run %s: %v", threadID, runID, err), ErrCheckpoint, err)
+	}
+	if ran && cp != nil && cp.Run == "" {
+		cp.Run = runID
+	}
+	return cp, ran, nil
 }
 
 // Save implements Checkpointer: the run's result is the checkpoint.

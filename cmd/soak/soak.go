@@ -236,6 +236,7 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	// injected (they are counted only when injected) and no worker is
 	// killed while nothing runs. Without it, every scheduled fault is.
 	nctx, stop := context.WithCancel(ctx)
+	defer stop()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -246,7 +247,6 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 		stop()
 	}
 	<-done
-	stop()
 	s.sum.TurnsPerS, s.sum.Turns = tps, turnsOf(runs)
 	faults, kills := n.counts()
 	s.sum.Faults = faults
