@@ -49,15 +49,8 @@ func TestCLIDev(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- cli.Main(ctx, []string{"dev", "--port", "0"}, &out, &errb) }()
-	addrRe := regexp.MustCompile(`--address (\S+)`)
-	var addr string
-	require.Eventually(t, func() bool {
-		m := addrRe.FindStringSubmatch(out.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	}, 30*time.Second, 20*time.Millisecond, "dev printed no address; stderr: %s", errb.String())
+	waitForBanner(t, &out, &errb, done)
+	addr := regexp.MustCompile(`--address (\S+)`).FindStringSubmatch(out.String())[1]
 
 	f := writeFile(t, "s.json", `{"runs": [{"thread_id": "t-dev", "turns": [{"tool_calls": [{"id": "c1", "name": "mint_case_id", "arguments": "{}"}]}]}]}`)
 	stdout, stderr, code := runCLI(t, "run", "--scenario", f, "--json", "--address", addr)
@@ -165,18 +158,9 @@ func TestCLIDevMetrics(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- cli.Main(ctx, []string{"dev", "--port", "0", "--metrics-port", "0"}, &out, &errb) }()
-	addrRe := regexp.MustCompile(`--address (\S+)`)
-	urlRe := regexp.MustCompile(`metrics \(Prometheus\): (\S+)`)
-	var addr, url string
-	require.Eventually(t, func() bool {
-		if m := urlRe.FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		}
-		if m := addrRe.FindStringSubmatch(out.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != "" && url != ""
-	}, 30*time.Second, 20*time.Millisecond, "dev printed no address; stderr: %s", errb.String())
+	waitForBanner(t, &out, &errb, done)
+	addr := regexp.MustCompile(`--address (\S+)`).FindStringSubmatch(out.String())[1]
+	url := regexp.MustCompile(`metrics \(Prometheus\): (\S+)`).FindStringSubmatch(out.String())[1]
 
 	c := dial(t, addr)
 	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", Message: "refund"})

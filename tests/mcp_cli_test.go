@@ -153,8 +153,7 @@ func TestCLIDevWithMCP(t *testing.T) {
 	args := []string{"dev", "--port", "0", "--headless", "--mcp", fmt.Sprintf("memory=%s %s", node, script),
 		"--mcp-env", "memory=MEMORY_FILE_PATH=" + filepath.Join(t.TempDir(), "m.jsonl"), "--mcp-trust", "memory"}
 	go func() { done <- cli.Main(ctx, args, &out, &errb) }()
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "Ctrl-C stops it.") },
-		60*time.Second, 20*time.Millisecond, "stdout: %s; stderr: %s", out.String(), errb.String())
+	waitForBanner(t, &out, &errb, done)
 	assert.Contains(t, out.String(), `MCP server "memory": its tools are the worker's too`)
 	assert.Contains(t, errb.String(), "connecting to 1 MCP server(s)...")
 	cancel()

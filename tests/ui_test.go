@@ -39,8 +39,7 @@ func devUp(t *testing.T, args ...string) (addr, ui, codecURL string) {
 			t.Error("dev did not stop")
 		}
 	})
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "Ctrl-C stops it.") },
-		60*time.Second, 20*time.Millisecond, "dev did not come up; stderr: %s", errb.String())
+	waitForBanner(t, &out, &errb, done)
 	find := func(re string) string {
 		if m := regexp.MustCompile(re).FindStringSubmatch(out.String()); m != nil {
 			return m[1]
@@ -48,6 +47,30 @@ func devUp(t *testing.T, args ...string) (addr, ui, codecURL string) {
 		return ""
 	}
 	return find(`--address (\S+)`), find(`Web UI: (\S+)`), find(`codec server for the UI: (\S+)`)
+}
+
+// devStartBound bounds how long `tulip dev` may take to print its banner: a
+// bound for a hang, not a timing check. Under the test command's load (two
+// packages at once on two cores, a server per package) a start has taken
+// more than 30 s.
+const devStartBound = 3 * time.Minute
+
+// waitForBanner waits for `tulip dev`'s banner to end ("Ctrl-C stops it.")
+// and fails the test, with dev's output as it is then, if dev exits first
+// (done receives its exit code) or the banner takes longer than
+// devStartBound.
+func waitForBanner(t *testing.T, out, errb *syncBuffer, done <-chan int) {
+	t.Helper()
+	deadline := time.After(devStartBound)
+	for !strings.Contains(out.String(), "Ctrl-C stops it.") {
+		select {
+		case code := <-done:
+			t.Fatalf("dev exited (%d) before its banner; stdout: %s; stderr: %s", code, out.String(), errb.String())
+		case <-deadline:
+			t.Fatalf("dev did not come up in %s; stdout: %s; stderr: %s", devStartBound, out.String(), errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // keyFile writes a key file with keys (id, fill byte), the first encrypting.
