@@ -489,7 +489,7 @@ func (c Checkpoints) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) er
 // The run takes that decision from this result, in its history, not from
 // the worker's configuration.
 func (c Checkpoints) LoadThread(ctx context.Context, ref ThreadRef) (LoadedThread, error) {
-	stop, note := heartbeatWith(ctx)
+	ctx, stop, note := heartbeatWith(ctx)
 	defer stop()
 	cp, err := c.Checkpointer.Load(context.WithValue(ctx, noteKey{}, note), ref)
 	if err != nil {
@@ -502,7 +502,7 @@ func (c Checkpoints) LoadThread(ctx context.Context, ref ThreadRef) (LoadedThrea
 // state holds by reference (from the runs that hold it) and saves that, so
 // a custom Checkpointer keeps states that need no run's history.
 func (c Checkpoints) SaveThread(ctx context.Context, ref ThreadRef, cp *Checkpoint) error {
-	stop := heartbeat(ctx)
+	ctx, stop := heartbeat(ctx)
 	defer stop()
 	if byReference(cp) {
 		full, err := ResolveCheckpoint(ctx, activity.GetClient(ctx), ref.ThreadID, cp)

@@ -2,10 +2,13 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 )
 
 // DefaultHeartbeatTimeout is the heartbeat timeout of tool and model
@@ -16,31 +19,68 @@ const DefaultHeartbeatTimeout = 5 * time.Second
 
 // heartbeat records the activity's heartbeat from its own goroutine, a few
 // times per heartbeat timeout, until the returned stop is called: tool
-// bodies and models need not heartbeat themselves. Outside an activity, or
-// without a heartbeat timeout, it does nothing.
-func heartbeat(ctx context.Context) (stop func()) {
-	stop, _ = heartbeatWith(ctx)
-	return stop
+// bodies and models need not heartbeat themselves. The returned context is
+// ctx, cancelled once the server says the attempt is over. Outside an
+// activity, or without a heartbeat timeout, it does nothing.
+func heartbeat(ctx context.Context) (context.Context, func()) {
+	ctx, stop, _ := heartbeatWith(ctx)
+	return ctx, stop
 }
 
 // heartbeatWith is heartbeat whose heartbeats carry details once note
-// sets them (and note records one at once): a later attempt of the
-// activity reads them with activity.GetHeartbeatDetails.
-func heartbeatWith(ctx context.Context) (stop func(), note func(details any)) {
+// sets them (note sends one, and returns once it is answered or its time
+// is up): a later attempt of the activity reads them with
+// activity.GetHeartbeatDetails.
+//
+// The heartbeats go through the worker's client, one at a time, each with
+// three quarters of the heartbeat timeout to be answered, not through
+// activity.RecordHeartbeat. The SDK gives a heartbeat no longer than the
+// worker's heartbeat throttle interval (1 s under the plugin): on a server
+// that answered heartbeats in over a second every one failed, and the
+// server timed the attempt out; and a heartbeat that failed with a
+// transient error (a server restarting, a dropped connection) cancelled
+// the attempt at once. A 160-thread soak lost a run that way: its thread
+// load, attempt after attempt, until its retry window closed. Here a
+// failed heartbeat is tried again, and only the server ends the attempt:
+// its answer that the attempt is gone (timed out, or the run closed), that
+// cancellation was asked for, or that the activity was paused or reset
+// cancels the returned context, with that answer as its cause.
+func heartbeatWith(ctx context.Context) (context.Context, func(), func(details any)) {
 	if !activity.IsActivity(ctx) {
-		return func() {}, func(any) {}
+		return ctx, func() {}, func(any) {}
 	}
+	info := activity.GetInfo(ctx)
+	c := activity.GetClient(ctx)
+	timeout := info.HeartbeatTimeout
+	if timeout <= 0 || c == nil || len(info.TaskToken) == 0 {
+		return ctx, func() {}, func(d any) { activity.RecordHeartbeat(ctx, d) }
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
 	var details atomic.Pointer[any]
-	note = func(d any) {
-		details.Store(&d)
-		activity.RecordHeartbeat(ctx, d)
+	send := func() {
+		hctx, hcancel := context.WithTimeout(ctx, timeout*3/4)
+		defer hcancel()
+		var err error
+		if d := details.Load(); d != nil {
+			err = c.RecordActivityHeartbeat(hctx, info.TaskToken, *d)
+		} else {
+			err = c.RecordActivityHeartbeat(hctx, info.TaskToken)
+		}
+		if attemptOver(err) {
+			cancel(err)
+		}
 	}
-	timeout := activity.GetInfo(ctx).HeartbeatTimeout
-	if timeout <= 0 {
-		return func() {}, note
+	// note sends its heartbeat before it returns: what it carries (a
+	// thread load's list of runs) is on the server before the attempt
+	// goes on, so a later attempt has it even if this one dies next.
+	note := func(d any) {
+		details.Store(&d)
+		send()
 	}
 	done := make(chan struct{})
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		t := time.NewTicker(max(timeout/4, 50*time.Millisecond))
 		defer t.Stop()
 		for {
@@ -50,13 +90,19 @@ func heartbeatWith(ctx context.Context) (stop func(), note func(details any)) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if d := details.Load(); d != nil {
-					activity.RecordHeartbeat(ctx, *d)
-				} else {
-					activity.RecordHeartbeat(ctx)
-				}
+				send()
 			}
 		}
 	}()
-	return func() { close(done) }, note
+	// stop cancels a heartbeat in flight, and returns once none is.
+	return ctx, func() { close(done); cancel(context.Canceled); <-stopped }, note
+}
+
+// attemptOver reports whether a heartbeat's error is the server saying
+// the attempt is over, as opposed to a failure to reach it.
+func attemptOver(err error) bool {
+	var nf *serviceerror.NotFound
+	var canceled *temporal.CanceledError
+	return errors.As(err, &nf) || errors.As(err, &canceled) ||
+		errors.Is(err, activity.ErrActivityPaused) || errors.Is(err, activity.ErrActivityReset)
 }

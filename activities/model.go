@@ -204,7 +204,7 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	// query, which a busy worker may take seconds to answer) is part of
 	// the attempt, and an attempt that heartbeat only once the model was
 	// called timed out, attempt after attempt, under load.
-	stop := heartbeat(ctx)
+	ctx, stop := heartbeat(ctx)
 	defer stop()
 	req := ModelRequest{Model: in.Model, Agent: in.Agent, Thread: in.Thread, Turn: in.Turn, Phase: in.Phase,
 		PhaseTurn: in.PhaseTurn, Messages: in.Messages, Tools: in.Tools}

@@ -159,7 +159,7 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 				fmt.Sprintf("tool %s: arguments do not decode: %v", spec.Name, err), ErrArgumentDecode, err)
 		}
 		ctx = context.WithValue(ctx, callKey{}, &in)
-		stop := heartbeat(ctx)
+		ctx, stop := heartbeat(ctx)
 		defer stop()
 		start := time.Now()
 		res, err := body(ctx, args)

@@ -56,7 +56,7 @@ type Toolsets struct {
 // naming its toolset, in toolset order. A name offered twice fails the run
 // (non-retryable ErrToolClash naming both).
 func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
-	stop := heartbeat(ctx)
+	ctx, stop := heartbeat(ctx)
 	defer stop()
 	owner := map[string]string{}
 	for _, n := range t.GoTools {
@@ -95,7 +95,7 @@ func (t Toolsets) Call(ctx context.Context, args converter.EncodedValues) (ToolO
 	}
 	for _, ts := range t.Sets {
 		if ts.Name() == in.Toolset {
-			stop := heartbeat(ctx)
+			ctx, stop := heartbeat(ctx)
 			defer stop()
 			ctx = context.WithValue(ctx, callKey{}, &in)
 			return LimitResult(in.Tool, t.PayloadLimit, ts.Call)(ctx, in)

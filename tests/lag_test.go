@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
@@ -134,21 +136,37 @@ func TestNewThreadSkipsTheListing(t *testing.T) {
 	assert.NotEmpty(t, in.PreviousRunID)
 }
 
-// slowListing makes a client's visibility listings (ListWorkflowExecutions)
-// answer after delay, as a loaded visibility store does, and counts those
-// that waited it out.
-type slowListing struct {
-	delay  time.Duration
-	served atomic.Int32
+// slowServer makes a client's visibility listings (ListWorkflowExecutions)
+// answer after list, and its activity heartbeats after heartbeat, as a
+// loaded server does, and counts the listings that waited theirs out.
+// With refuse set, the heartbeats sent within refuse of the first listing
+// fail at once as unavailable, as during a server restart.
+type slowServer struct {
+	list, heartbeat, refuse time.Duration
+	served                  atomic.Int32
+	refused                 atomic.Int32
+	firstList               atomic.Int64 // unix nanoseconds
 }
 
-func (s *slowListing) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if method == workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(s.delay):
+func (s *slowServer) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	delay := time.Duration(0)
+	switch method {
+	case workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName:
+		s.firstList.CompareAndSwap(0, time.Now().UnixNano())
+		delay = s.list
+	case workflowservice.WorkflowService_RecordActivityTaskHeartbeat_FullMethodName:
+		if from := s.firstList.Load(); from != 0 && time.Since(time.Unix(0, from)) < s.refuse {
+			s.refused.Add(1)
+			return status.Error(codes.Unavailable, "the server is restarting")
 		}
+		delay = s.heartbeat
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(delay):
+	}
+	if method == workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName {
 		s.served.Add(1)
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
@@ -163,12 +181,52 @@ func (s *slowListing) intercept(ctx context.Context, method string, req, reply a
 // refund is served (one refund at billing). On the old listing the second
 // run never completes in the test's time.
 func TestSlowVisibilityListingKeepsTheAttempt(t *testing.T) {
-	slow := &slowListing{delay: 12 * time.Second}
+	slow := &slowServer{list: 12 * time.Second}
 	th := newPlainThread(t, slow, nil)
 	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
 	assert.GreaterOrEqual(t, slow.served.Load(), int32(2), "each plain start listed the thread's runs, 12 s each")
+	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
+		}
+	}
+}
+
+// A server that answers heartbeats in 1.5 s, and listings in 12 s (more
+// than the thread load's 10 s heartbeat timeout). The SDK gives a
+// heartbeat no longer than the worker's heartbeat throttle (1 s under the
+// plugin): every heartbeat failed, each attempt was timed out by the
+// server, and neither run completed (control run here on the old
+// heartbeats). Heartbeats through the client, each with three quarters of
+// the heartbeat timeout: each run loads, calls its model and its tool in
+// one attempt, and the second refund is served (billing sees one).
+func TestSlowHeartbeatAnswersKeepTheAttempt(t *testing.T) {
+	slow := &slowServer{list: 12 * time.Second, heartbeat: 1500 * time.Millisecond}
+	th := newPlainThread(t, slow, nil)
+	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
+	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
+	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
+		}
+	}
+}
+
+// Heartbeats refused as unavailable for 4 s (a server restarting) while
+// the thread load waits 12 s for its listing. The SDK cancelled the
+// attempt at the first heartbeat that failed so, and the load started
+// over (control run here on the old heartbeats: attempt 2). Now a failed
+// heartbeat is tried again until the heartbeat timeout (10 s): the load
+// completes in its first attempt.
+func TestRefusedHeartbeatsKeepTheAttempt(t *testing.T) {
+	slow := &slowServer{list: 12 * time.Second, refuse: 4 * time.Second}
+	th := newPlainThread(t, slow, nil)
+	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
+	assert.Equal(t, int32(1), slow.served.Load(), "one listing")
+	assert.Positive(t, slow.refused.Load(), "heartbeats were refused")
 	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
 			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
@@ -188,7 +246,7 @@ type plainThread struct {
 	last   client.WorkflowRun // the run run started last
 }
 
-func newPlainThread(t *testing.T, listing *slowListing, interceptors []interceptor.WorkerInterceptor) *plainThread {
+func newPlainThread(t *testing.T, listing *slowServer, interceptors []interceptor.WorkerInterceptor) *plainThread {
 	wc, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
 		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(listing.intercept)}}})
 	require.NoError(t, err)
@@ -252,7 +310,7 @@ func (i *failFirstLoadInbound) ExecuteActivity(ctx context.Context, in *intercep
 // each run's load is attempt 2, and the second refund is served (billing
 // sees one). On the old load, every attempt lists: four.
 func TestThreadLoadKeepsItsListingAcrossAttempts(t *testing.T) {
-	count := &slowListing{}
+	count := &slowServer{}
 	th := newPlainThread(t, count, []interceptor.WorkerInterceptor{&failFirstLoad{}})
 	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 2*time.Minute).Trace[0].Outcome)
 	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 2*time.Minute).Trace[0].Outcome)
