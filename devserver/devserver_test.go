@@ -2,6 +2,7 @@ package devserver
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -54,6 +55,10 @@ func TestStartStopAndRestartWithDBFile(t *testing.T) {
 			t.Fatalf("frontend not reachable: %v", err)
 		}
 		c.Close()
+		// The file is in write-ahead-log mode: its log is beside it.
+		if _, err := os.Stat(db + "-wal"); err != nil {
+			t.Errorf("no write-ahead log beside the database: %v", err)
+		}
 		if s.Namespace() != "default" {
 			t.Errorf("namespace %q", s.Namespace())
 		}
