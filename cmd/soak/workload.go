@@ -254,14 +254,19 @@ func (w *workload) ours(ctx context.Context, workflowID, runID, msg string) bool
 }
 
 // playThreads plays runs, each thread's in order, threads at once, until
-// next returns nil for every thread; each run ended goes to done.
+// next returns nil for every thread or ctx is done (Ctrl-C); each run
+// ended goes to done.
 func (w *workload) playThreads(ctx context.Context, threads int, next func(t int) *run, done func(*run)) {
 	var wg sync.WaitGroup
 	for t := range threads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for r := next(t); r != nil; r = next(t) {
+			for ctx.Err() == nil {
+				r := next(t)
+				if r == nil {
+					return
+				}
 				w.play(ctx, r)
 				done(r)
 			}
