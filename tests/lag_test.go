@@ -187,11 +187,7 @@ func TestSlowVisibilityListingKeepsTheAttempt(t *testing.T) {
 	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
 	assert.GreaterOrEqual(t, slow.served.Load(), int32(2), "each plain start listed the thread's runs, 12 s each")
-	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
-		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
-			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
-		}
-	}
+	th.assertFirstAttempts(t)
 }
 
 // A server that answers heartbeats in 1.5 s, and listings in 12 s (more
@@ -208,11 +204,7 @@ func TestSlowHeartbeatAnswersKeepTheAttempt(t *testing.T) {
 	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
-	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
-		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
-			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
-		}
-	}
+	th.assertFirstAttempts(t)
 }
 
 // Heartbeats refused as unavailable for 4 s (a server restarting) while
@@ -227,11 +219,7 @@ func TestRefusedHeartbeatsKeepTheAttempt(t *testing.T) {
 	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, int32(1), slow.served.Load(), "one listing")
 	assert.Positive(t, slow.refused.Load(), "heartbeats were refused")
-	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
-		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
-			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
-		}
-	}
+	th.assertFirstAttempts(t)
 }
 
 // plainThread is a thread whose runs are started plainly (no
@@ -261,6 +249,17 @@ func newPlainThread(t *testing.T, listing *slowServer, interceptors []intercepto
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	return th
+}
+
+// assertFirstAttempts checks that every activity of the last run
+// completed in its first attempt.
+func (th *plainThread) assertFirstAttempts(t *testing.T) {
+	t.Helper()
+	for _, e := range history(t, th.c, th.thread, th.last.GetRunID()).GetEvents() {
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
+		}
+	}
 }
 
 // run starts model's run plainly and waits up to timeout for its result.

@@ -177,10 +177,11 @@ func oneLine(err error) string {
 const DefaultStopTimeout = 10 * time.Second
 
 // HeartbeatThrottle is the MaxHeartbeatThrottleInterval the plugin gives a
-// worker whose options leave it zero: every activity's heartbeats (tulip's
-// tool and model calls heartbeat four times per heartbeat timeout) reach
-// the server at least this often, leaving most of the timeout for a slow
-// answer.
+// worker whose options leave it zero: the heartbeats of the worker's own
+// activities (those that call activity.RecordHeartbeat) reach the server
+// at least this often. tulip's tool, model and thread activities
+// heartbeat through the worker's client instead, each heartbeat with most
+// of the heartbeat timeout to be answered; the SDK gives one this long.
 const HeartbeatThrottle = time.Second
 
 // NewInterceptor returns the dedup worker interceptor.
@@ -219,9 +220,9 @@ func newPlugin(opts Options, outer ...sdkinterceptor.WorkerInterceptor) (*tempor
 			return nil
 		},
 		ConfigureWorker: func(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
-			// Heartbeats reach the server at least every second: the SDK
-			// otherwise holds them back to 80% of the heartbeat timeout
-			// (4 s of tulip's 5 s), and a heartbeat an overloaded server
+			// Your activities' heartbeats reach the server at least every
+			// second: the SDK otherwise holds them back to 80% of the
+			// heartbeat timeout, and a heartbeat an overloaded server
 			// answers a second late then times the attempt out.
 			if o.WorkerOptions.MaxHeartbeatThrottleInterval == 0 {
 				o.WorkerOptions.MaxHeartbeatThrottleInterval = HeartbeatThrottle
