@@ -32,9 +32,10 @@ func heartbeat(ctx context.Context) (context.Context, func()) {
 // is up): a later attempt of the activity reads them with
 // activity.GetHeartbeatDetails.
 //
-// The heartbeats go through the worker's client, one at a time, each with
-// three quarters of the heartbeat timeout to be answered, not through
-// activity.RecordHeartbeat. The SDK gives a heartbeat no longer than the
+// The heartbeats go through the worker's client, not through
+// activity.RecordHeartbeat: the regular ones one at a time (a heartbeat
+// note sends may go beside one), each with three quarters of the
+// heartbeat timeout to be answered. The SDK gives a heartbeat no longer than the
 // worker's heartbeat throttle interval (1 s under the plugin): on a server
 // that answered heartbeats in over a second every one failed, and the
 // server timed the attempt out; and a heartbeat that failed with a

@@ -238,7 +238,7 @@ func buildConfig(o *Options, ports [5]int) (*config.Config, error) {
 		// 160-thread soak a one-thread visibility listing queued behind
 		// the writes, 14 s at 28 minutes and 73 to 82 s at 68 (12,000
 		// executions), and the thread loads of plain starts failed. The
-		// server keeps one connection: with several, writers that met
+		// server keeps one connection: with several, colliding writers
 		// failed with SQLITE_BUSY (534 in a soak's first minute, shard
 		// updates among them), whatever the busy timeout.
 		sqlConf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "wal", "busy_timeout": "10000"}

@@ -161,10 +161,12 @@ func (s *slowServer) intercept(ctx context.Context, method string, req, reply an
 		}
 		delay = s.heartbeat
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(delay):
+	if delay > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
 	}
 	if method == workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName {
 		s.served.Add(1)
