@@ -157,6 +157,13 @@ type TemporalCheckpointer struct {
 	// (ListWorkflow with WorkflowId = the thread). Tests set it to model a
 	// lagging store.
 	List func(ctx context.Context, c client.Client, threadID string) ([]RunInfo, error)
+	// Store keeps each thread's newest state, in full, outside history:
+	// every run saves its state there at its end, and a load reads it when
+	// the runs that hold the thread's state are gone (the namespace's
+	// retention deleted them). A DirStore, or any Checkpointer over your
+	// own database. Zero value: none; a thread whose runs are gone then
+	// fails its next run with ErrThreadLost (docs/threads.md).
+	Store Checkpointer
 }
 
 // RunInfo is one run of a thread as a listing shows it.
@@ -165,12 +172,50 @@ type RunInfo struct {
 	Start time.Time
 }
 
-// Load implements Checkpointer.
+// Load implements Checkpointer. The thread's state comes from its runs'
+// histories; when they cannot give it (the newest run, or a run holding
+// part of its state, is gone), from Store, and without a Store that keeps
+// the thread the load fails with ErrThreadLost. A thread whose runs are all
+// gone looks new: Store's state is taken when it has one.
 func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpoint, error) {
 	c := t.Client
 	if c == nil {
 		c = activity.GetClient(ctx)
 	}
+	cp, err := t.fromHistory(ctx, c, ref)
+	var gone *goneRun
+	if err != nil && !errors.As(err, &gone) {
+		return nil, err
+	}
+	if cp != nil {
+		run, err := missingRun(ctx, c, ref.ThreadID, cp)
+		if err != nil {
+			return nil, err
+		}
+		if run == "" {
+			return cp, nil
+		}
+		gone = &goneRun{run: run}
+	}
+	if t.Store != nil {
+		head, err := t.Store.Load(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("thread %s: thread store: %w", ref.ThreadID, err)
+		}
+		if head != nil {
+			return head, nil
+		}
+	}
+	if gone != nil {
+		return nil, threadLost(ref.ThreadID, gone.run)
+	}
+	return nil, nil
+}
+
+// fromHistory finds the thread's newest run that left a state and reads
+// it: nil for a thread with none; a *goneRun when the run it had to read
+// was deleted.
+func (t TemporalCheckpointer) fromHistory(ctx context.Context, c client.Client, ref ThreadRef) (*Checkpoint, error) {
 	limit := t.MaxSkip
 	if limit <= 0 {
 		limit = 100
@@ -212,6 +257,10 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 // from, and a run that cannot be read is the load's error.
 func readRun(ctx context.Context, c client.Client, threadID, runID string) (*Checkpoint, bool, error) {
 	cp, ran, err := loadRun(ctx, c, threadID, runID)
+	var gone *goneRun
+	if errors.As(err, &gone) {
+		return nil, false, err
+	}
 	if err != nil {
 		return nil, false, temporal.NewApplicationErrorWithCause(
 			fmt.Sprintf("thread %s: reading run %s: %v", threadID, runID, err), ErrCheckpoint, err)
@@ -222,8 +271,14 @@ func readRun(ctx context.Context, c client.Client, threadID, runID string) (*Che
 	return cp, ran, nil
 }
 
-// Save implements Checkpointer: the run's result is the checkpoint.
-func (TemporalCheckpointer) Save(context.Context, ThreadRef, *Checkpoint) error { return nil }
+// Save implements Checkpointer: the run's result is the checkpoint, and
+// Store, when there is one, keeps it too (in full).
+func (t TemporalCheckpointer) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) error {
+	if t.Store == nil {
+		return nil
+	}
+	return t.Store.Save(ctx, ref, cp)
+}
 
 // threadRuns lists the thread's runs other than ref.RunID, newest first:
 // the hint, then what visibility knows (after the lag, without a hint).
@@ -231,12 +286,27 @@ func (t TemporalCheckpointer) threadRuns(ctx context.Context, c client.Client, r
 	if ref.NewThread && ref.PreviousRunID == "" {
 		return nil, nil
 	}
-	if ref.PreviousRunID == "" && t.VisibilityLag >= 0 && !ref.Started.IsZero() {
+	// The hint (a run that left nothing) takes its place by start time: a
+	// run that started after the client read it is newer.
+	hintStart := time.Unix(1<<40, 0)
+	// Every run that closed before `since` is listed once the store's lag
+	// has passed since then: the loading run's start or, after a hint that
+	// left nothing, the hint's (it started after the run before it closed).
+	since := ref.Started
+	if ref.PreviousRunID != "" {
+		if d, err := c.DescribeWorkflowExecution(ctx, ref.ThreadID, ref.PreviousRunID); err == nil {
+			hintStart = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+			if since.IsZero() || hintStart.Before(since) {
+				since = hintStart
+			}
+		}
+	}
+	if t.VisibilityLag >= 0 && !since.IsZero() {
 		lag := t.VisibilityLag
 		if lag == 0 {
 			lag = DefaultVisibilityLag
 		}
-		if err := sleepUntil(ctx, ref.Started.Add(lag)); err != nil {
+		if err := sleepUntil(ctx, since.Add(lag)); err != nil {
 			return nil, err
 		}
 	}
@@ -257,13 +327,7 @@ func (t TemporalCheckpointer) threadRuns(ctx context.Context, c client.Client, r
 		}
 	}
 	if ref.PreviousRunID != "" {
-		// The hint takes its place by start time: a run that started
-		// after the client read it is newer.
-		start := time.Unix(1<<40, 0)
-		if d, err := c.DescribeWorkflowExecution(ctx, ref.ThreadID, ref.PreviousRunID); err == nil {
-			start = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
-		}
-		found = append(found, RunInfo{RunID: ref.PreviousRunID, Start: start})
+		found = append(found, RunInfo{RunID: ref.PreviousRunID, Start: hintStart})
 	}
 	slices.SortStableFunc(found, func(a, b RunInfo) int { return cmp.Compare(b.Start.UnixNano(), a.Start.UnixNano()) })
 	var out []string
@@ -370,7 +434,7 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return nil, false, nil // deleted by retention: nothing to read
+			return nil, false, &goneRun{run: runID} // deleted (retention): its state is not here to read
 		}
 		return nil, false, err
 	}

@@ -30,6 +30,7 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Options configures Start. The zero value is valid: an in-memory server on
@@ -43,6 +44,12 @@ type Options struct {
 	Port int
 	// Namespace is created at start. Zero value: "default".
 	Namespace string
+	// Retention is how long the namespace keeps a closed run's history
+	// before it deletes it; a database file's namespace is brought to it
+	// at every start. A thread's runs are closed runs: see
+	// docs/threads.md for what their deletion means and how tulip keeps
+	// threads past it. Zero value: DefaultRetention. At least a day.
+	Retention time.Duration
 	// DBFile keeps the server's state in this SQLite file, so it survives a
 	// restart. Zero value: in memory, gone at Stop.
 	DBFile string
@@ -58,6 +65,14 @@ type Options struct {
 	// raised to slog.LevelError unless LogOutput is set.
 	LogLevel slog.Level
 }
+
+// DefaultRetention is Options.Retention's zero value: 30 days, long
+// enough that a laptop's threads never meet it (the server's own default
+// is a day).
+const DefaultRetention = 30 * 24 * time.Hour
+
+// MinRetention is the shortest Retention the server accepts.
+const MinRetention = 24 * time.Hour
 
 // TunedDynamicConfig is what Start applies unless Options.ServerDefaults is
 // set. The history queue processors' poll-rate limits (20 per second by
@@ -79,6 +94,10 @@ func TunedDynamicConfig() map[string]any {
 	}
 	dc[dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key()] = 1000
 	dc[dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key()] = true
+	// A closed run is deleted (retention, 'temporal workflow delete') only
+	// once the transfer queue's ack level passed its close, which is saved
+	// every 30 s by default: a delete right after a close took over 30 s.
+	dc[dynamicconfig.TransferProcessorUpdateAckInterval.Key()] = "1s"
 	out := make(map[string]any, len(dc))
 	for k, v := range dc {
 		out[k.String()] = v
@@ -91,6 +110,7 @@ type Server struct {
 	srv       temporal.Server
 	address   string
 	namespace string
+	retention time.Duration
 	stopOnce  sync.Once
 }
 
@@ -99,6 +119,9 @@ func (s *Server) Address() string { return s.address }
 
 // Namespace is the namespace the server created.
 func (s *Server) Namespace() string { return s.namespace }
+
+// Retention is the namespace's retention (Options.Retention).
+func (s *Server) Retention() time.Duration { return s.retention }
 
 // Stop stops the server. It is safe to call more than once.
 func (s *Server) Stop() {
@@ -118,6 +141,12 @@ func (o *Options) validate() error {
 	}
 	if o.Namespace == "" {
 		o.Namespace = "default"
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Retention < MinRetention {
+		return fmt.Errorf("devserver: retention %s is under the server's minimum of a day", o.Retention)
 	}
 	if o.DBFile != "" {
 		dir := filepath.Dir(o.DBFile)
@@ -191,8 +220,12 @@ func Start(opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("devserver: start: %w", err)
 	}
-	s := &Server{srv: srv, address: net.JoinHostPort(opts.Host, strconv.Itoa(ports[0])), namespace: opts.Namespace}
+	s := &Server{srv: srv, address: net.JoinHostPort(opts.Host, strconv.Itoa(ports[0])), namespace: opts.Namespace, retention: opts.Retention}
 	if err := waitReachable("frontend", s.address, 10*time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if err := s.keepRetention(30 * time.Second); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -253,6 +286,7 @@ func buildConfig(o *Options, ports [5]int) (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devserver: namespace: %w", err)
 	}
+	ns.Detail.Config.Retention = durationpb.New(o.Retention)
 	if err := sqliteschema.CreateNamespaces(&sqlConf, ns); err != nil {
 		return nil, fmt.Errorf("devserver: create namespace: %w", err)
 	}

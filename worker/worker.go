@@ -46,7 +46,11 @@ type Options struct {
 	// Models by name, for RunInput.Model.
 	Models map[string]activities.Model
 	// Checkpointer loads and saves thread checkpoints. Zero value (nil):
-	// activities.TemporalCheckpointer, which needs nothing but Temporal.
+	// activities.TemporalCheckpointer, which needs nothing but Temporal;
+	// its threads last as long as the namespace keeps their runs'
+	// histories. To keep threads past the namespace's retention, give it
+	// a thread store: activities.TemporalCheckpointer{Store: ...}
+	// (docs/threads.md).
 	Checkpointer activities.Checkpointer
 	// Conversation chooses what a model is shown of the thread's
 	// conversation (for example activities.LastTurns(10)). It never
@@ -142,7 +146,7 @@ func Register(r Registry, opts Options) error {
 		dr.RegisterDynamicActivity(ts.Call, activity.DynamicRegisterOptions{})
 	}
 	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
-	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: customCheckpointer(opts.Checkpointer)}
+	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: savesStates(opts.Checkpointer)}
 	if cp.Checkpointer == nil {
 		cp.Checkpointer = activities.TemporalCheckpointer{}
 	}
@@ -153,14 +157,27 @@ func Register(r Registry, opts Options) error {
 	return nil
 }
 
-// customCheckpointer: the worker keeps thread states outside Temporal, so
-// runs save theirs at their end.
+// customCheckpointer: the worker keeps thread states outside Temporal
+// only.
 func customCheckpointer(c activities.Checkpointer) bool {
 	switch c.(type) {
 	case nil, activities.TemporalCheckpointer, *activities.TemporalCheckpointer:
 		return false
 	}
 	return true
+}
+
+// savesStates: runs save their state at their end, through the worker's
+// Checkpointer: a custom one, or a TemporalCheckpointer with a thread
+// store.
+func savesStates(c activities.Checkpointer) bool {
+	switch t := c.(type) {
+	case activities.TemporalCheckpointer:
+		return t.Store != nil
+	case *activities.TemporalCheckpointer:
+		return t != nil && t.Store != nil
+	}
+	return customCheckpointer(c)
 }
 
 // oneLine is err's message: an ApplicationError's own, one line.

@@ -176,7 +176,8 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 }
 
 // saveThread puts the thread's state, by reference, in the run's result,
-// and saves it in full through a custom Checkpointer when the load said so.
+// and saves it in full through the worker's Checkpointer when the load said
+// so (a custom one, or a thread store).
 func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
 	st, err := r.handover(false)
 	if err != nil {
@@ -196,7 +197,11 @@ func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
 		RetryPolicy:            retryUntilWindow(),
 		ScheduleToCloseTimeout: RetryWindow,
 	})
-	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
+	// Started orders the saves of a thread's runs: a store keeps the
+	// state of the run that started last. (An activity's input is not
+	// compared on replay.)
+	info := wf.GetInfo(ctx)
+	ref := activities.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID, Started: info.WorkflowStartTime}
 	return wf.ExecuteActivity(actx, activities.SaveThreadActivity, ref, full).Get(ctx, nil)
 }
 

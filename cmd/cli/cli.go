@@ -22,6 +22,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
@@ -283,6 +284,7 @@ type session struct {
 	client  client.Client
 	server  *devserver.Server
 	blobs   blobstore.Store
+	threads string                // the thread store's directory ("": none)
 	metrics client.MetricsHandler // nil: none
 	keys    *codec.Keyring        // nil: payloads are not encrypted
 }
@@ -354,6 +356,15 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 		s.blobs = d
 	case local:
 		s.blobs = &blobstore.Memory{}
+	}
+	// Threads outlive their runs' retention in a thread store: the
+	// directory TULIP_THREAD_DIR names, else one beside a local server's
+	// database file (dbFile + ".threads").
+	switch dir := e.getenv("TULIP_THREAD_DIR"); {
+	case dir != "":
+		s.threads = dir
+	case local && dbFile != "":
+		s.threads = dbFile + ".threads"
 	}
 	opts := client.Options{HostPort: addr, Namespace: ns, Logger: e.logger(), MetricsHandler: s.metrics}
 	if s.blobs != nil {
@@ -428,6 +439,13 @@ func (e *env) tlsOptions(opts *client.Options) error {
 func (s *session) startWorker(taskQueue string, opts tworker.Options) (func(), error) {
 	if s.blobs != nil {
 		opts.PayloadLimit = -1 // large payloads go to the blob store
+	}
+	if s.threads != "" && opts.Checkpointer == nil {
+		store := activities.DirStore{Dir: s.threads}
+		if s.keys != nil {
+			store.Codec = s.keys // the files hold ciphertext, as the server does
+		}
+		opts.Checkpointer = activities.TemporalCheckpointer{Store: store}
 	}
 	plugin, err := tworker.NewPlugin(opts)
 	if err != nil {

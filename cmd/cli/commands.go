@@ -41,6 +41,7 @@ func (e *env) dev(args []string) error {
 	uiPort := fs.Int("ui-port", 0, "Web UI port (default: --port + 1000, 8233 for 7233; a free one when --port is 0)")
 	headless := fs.Bool("headless", false, "serve no Web UI")
 	metricsPort := fs.Int("metrics-port", -1, "serve Prometheus /metrics for the demo worker on 127.0.0.1:N (0: a free port; default: off)")
+	retention := fs.Duration("retention", devserver.DefaultRetention, "how long the namespace keeps closed runs' histories (at least 24h); threads outlive it in the thread store beside --db")
 	var keyFile string
 	e.codecFlag(fs, &keyFile)
 	mc := mcpFlags(fs)
@@ -48,7 +49,10 @@ func (e *env) dev(args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS] [--ui-port N | --headless] [--codec-key-file FILE] [--metrics-port N] [--mcp NAME=COMMAND ARGS...]"}
+		return usageError{"usage: tulip dev [--db FILE] [--port N] [--namespace NS] [--ui-port N | --headless] [--retention DURATION] [--codec-key-file FILE] [--metrics-port N] [--mcp NAME=COMMAND ARGS...]"}
+	}
+	if *retention < devserver.MinRetention {
+		return usageError{fmt.Sprintf("--retention %s is under the server's minimum of 24h", *retention)}
 	}
 	if _, err := mc.build(); err != nil {
 		return err
@@ -91,7 +95,8 @@ func (e *env) dev(args []string) error {
 		defer m.Close()
 		metrics = m
 	}
-	srv, err := devserver.Start(devserver.Options{DBFile: *db, Port: *port, Namespace: *ns, LogOutput: e.stderr, LogLevel: e.logLevel(slog.LevelWarn)})
+	srv, err := devserver.Start(devserver.Options{DBFile: *db, Port: *port, Namespace: *ns, Retention: *retention,
+		LogOutput: e.stderr, LogLevel: e.logLevel(slog.LevelWarn)})
 	if err != nil {
 		return err
 	}
@@ -137,7 +142,7 @@ func (e *env) dev(args []string) error {
 		return err
 	}
 	defer stop()
-	fmt.Fprintf(e.stdout, "Temporal server: %s  namespace: %s\n", srv.Address(), *ns)
+	fmt.Fprintf(e.stdout, "Temporal server: %s  namespace: %s  retention: %s\n", srv.Address(), *ns, retentionText(srv.Retention()))
 	if ui != nil {
 		fmt.Fprintf(e.stdout, "Web UI: %s/namespaces/%s/workflows\n", ui.URL(), *ns)
 	}
@@ -166,6 +171,11 @@ func (e *env) dev(args []string) error {
 	fmt.Fprintf(e.stdout, "point clients and workers at it: --address %s (or TEMPORAL_ADDRESS=%s)\n", srv.Address(), srv.Address())
 	if *db != "" {
 		fmt.Fprintf(e.stdout, "state is kept in %s\n", *db)
+	}
+	if s.threads != "" {
+		fmt.Fprintf(e.stdout, "threads outlive the retention of their runs in %s\n", s.threads)
+	} else {
+		fmt.Fprintf(e.stdout, "threads last as long as their runs' histories (%s; --db FILE keeps a thread store)\n", retentionText(srv.Retention()))
 	}
 	if metrics != nil {
 		fmt.Fprintf(e.stdout, "metrics (Prometheus): %s\n", metrics.url)
@@ -501,4 +511,16 @@ func writePrivate(name string, b []byte) error {
 		return err
 	}
 	return os.Chmod(name, 0o600)
+}
+
+// retentionText says a retention in days where it is whole days.
+func retentionText(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		n := int(d / (24 * time.Hour))
+		if n == 1 {
+			return "1 day"
+		}
+		return fmt.Sprintf("%d days", n)
+	}
+	return d.String()
 }

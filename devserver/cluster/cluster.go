@@ -70,6 +70,10 @@ type Options struct {
 	Shards int
 	// Namespace is registered at start. Zero value: "default".
 	Namespace string
+	// Retention is how long the namespace keeps closed runs' histories
+	// (see docs/threads.md for what it means for a thread). Zero value:
+	// devserver.DefaultRetention (30 days). At least a day.
+	Retention time.Duration
 	// PostgresBin is the folder of initdb, pg_ctl and postgres. Zero value:
 	// the newest /usr/lib/postgresql/*/bin (FindPostgres).
 	PostgresBin string
@@ -86,6 +90,12 @@ type Options struct {
 }
 
 func (o *Options) validate() error {
+	if o.Retention == 0 {
+		o.Retention = devserver.DefaultRetention
+	}
+	if o.Retention < devserver.MinRetention {
+		return fmt.Errorf("cluster: retention %s is under the server's minimum of a day", o.Retention)
+	}
 	if o.Binary == "" {
 		return errors.New("cluster: Options.Binary is required (a binary with the cluster-service command, e.g. tulip)")
 	}
@@ -542,7 +552,7 @@ func (c *Cluster) registerNamespace(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := ws.RegisterNamespace(rctx, &workflowservice.RegisterNamespaceRequest{
 			Namespace:                        c.opts.Namespace,
-			WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+			WorkflowExecutionRetentionPeriod: durationpb.New(c.opts.Retention),
 		})
 		cancel()
 		var exists *serviceerror.NamespaceAlreadyExists

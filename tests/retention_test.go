@@ -1,0 +1,188 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// deleteRun deletes one run's history, as the namespace's retention does
+// (the Temporal CLI's 'workflow delete -w ID -r RUN'), and waits until the
+// server no longer has it.
+func deleteRun(t *testing.T, c client.Client, workflowID, runID string) {
+	t.Helper()
+	_, err := c.WorkflowService().DeleteWorkflowExecution(ctxT(t), &workflowservice.DeleteWorkflowExecutionRequest{
+		Namespace: server.Namespace(), WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := c.DescribeWorkflowExecution(ctxT(t), workflowID, runID)
+		var nf *serviceerror.NotFound
+		return errors.As(err, &nf)
+	}, 30*time.Second, 50*time.Millisecond, "run %s still there", runID)
+}
+
+// seenModel records the conversation each model call was shown, and plays
+// run.
+type seenModel struct {
+	mu   sync.Mutex
+	seen [][]activities.Message
+	next activities.Model
+}
+
+func (m *seenModel) Respond(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+	m.mu.Lock()
+	m.seen = append(m.seen, req.Messages)
+	m.mu.Unlock()
+	return m.next.Respond(ctx, req)
+}
+
+// first is the conversation the model was shown in its first call.
+func (m *seenModel) first() []activities.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.seen) == 0 {
+		return nil
+	}
+	return m.seen[0]
+}
+
+// retentionThread is a thread of two runs on a worker with (or without) a
+// thread store: the first refunds ord-4821 at a billing service that
+// counts every request (the witness), the second only talks. big makes the
+// first message 300 KB, so that the state goes by reference and names the
+// first run.
+type retentionThread struct {
+	c       client.Client
+	tq      string
+	thread  string
+	bill    *billing.Server
+	again   *seenModel
+	runs    []string
+	message string
+}
+
+func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *retentionThread {
+	t.Helper()
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	t.Cleanup(bill.Close)
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	hello := scenario.Run{}
+	again := &seenModel{next: scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}.Model()}
+	opts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"first": first.Model(), "hello": hello.Model(), "again": again}}
+	if store != nil {
+		opts.Checkpointer = activities.TemporalCheckpointer{Store: store}
+	}
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, opts)
+	th := &retentionThread{c: c, tq: tq, thread: threadID(t), bill: bill, again: again, message: "please refund ord-4821"}
+	if big {
+		th.message += " " + strings.Repeat("x", 300<<10)
+	}
+	for _, step := range []struct{ model, msg string }{{"first", th.message}, {"hello", "thanks"}} {
+		h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: step.model, ThreadID: th.thread, Message: step.msg})
+		require.NoError(t, err)
+		require.Equal(t, workflow.StatusCompleted, res.Status)
+		th.runs = append(th.runs, h.RunID)
+	}
+	return th
+}
+
+// refundRequests counts the refunds billing was asked for: each is one run
+// of the refund's body.
+func (th *retentionThread) refundRequests() int {
+	n := 0
+	for _, r := range th.bill.Witnesses() {
+		if r.Tool == "issue_refund" {
+			n++
+		}
+	}
+	return n
+}
+
+// A thread whose runs' histories were deleted (its older run, or all of
+// them) continues from the worker's thread store: the repeated refund is
+// served (billing was asked once) and the model sees the whole
+// conversation, for a small state (handed on whole) and a large one (by
+// reference, naming the deleted run).
+func TestThreadOutlivesItsRunsInTheStore(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		big    bool
+		delete []int // which of the two runs to delete
+	}{
+		{"older run deleted, small state", false, []int{0}},
+		{"older run deleted, state by reference", true, []int{0}},
+		{"whole thread deleted, small state", false, []int{0, 1}},
+		{"whole thread deleted, state by reference", true, []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := newRetentionThread(t, activities.DirStore{Dir: t.TempDir()}, tc.big)
+			require.Equal(t, 1, th.refundRequests())
+			for _, i := range tc.delete {
+				deleteRun(t, th.c, th.thread, th.runs[i])
+			}
+			_, res, err := agent.Run(ctxT(t), th.c, agent.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
+			require.NoError(t, err)
+			require.Equal(t, workflow.StatusCompleted, res.Status)
+			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the refund is served from the thread's log")
+			assert.Equal(t, 1, th.refundRequests(), "billing was asked for one refund")
+			seen := th.again.first()
+			require.Equal(t, 7, len(seen), "user, assistant (call), tool, assistant; user, assistant; user")
+			assert.True(t, seen[0].Content == th.message, "the model sees the thread's first message")
+			assert.Contains(t, seen[2].Content, "refund_id", "and the refund's result")
+			assert.Equal(t, "thanks", seen[4].Content)
+			assert.Equal(t, "did it go through?", seen[6].Content)
+
+			// And on: the run that took the stored state holds it, so the
+			// next run needs no deleted run either.
+			_, res, err = agent.Run(ctxT(t), th.c, agent.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "and now?"})
+			require.NoError(t, err)
+			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+			assert.Equal(t, 1, th.refundRequests())
+		})
+	}
+}
+
+// Without a thread store, a thread whose state names a deleted run fails
+// its next run at start with tulip.ThreadLost, naming that run, in seconds
+// (it used to fail after the load's ten-minute retry window), and never
+// starts empty: billing was asked for one refund.
+func TestThreadLostWithoutAStore(t *testing.T) {
+	th := newRetentionThread(t, nil, true)
+	deleteRun(t, th.c, th.thread, th.runs[0])
+	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	_, _, err := agent.Run(ctx, th.c, agent.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
+	var failed *agent.RunFailedError
+	require.ErrorAs(t, err, &failed)
+	assert.Equal(t, activities.ErrThreadLost, failed.Type())
+	assert.Contains(t, failed.Error(), th.runs[0], "the error names the deleted run")
+	assert.NotContains(t, failed.Error(), "\n")
+	assert.Less(t, time.Since(begin), time.Minute)
+	assert.Equal(t, 1, th.refundRequests(), "the refund did not run again")
+	assert.Empty(t, th.again.seen, "the model was never called")
+}
