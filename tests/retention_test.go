@@ -1,8 +1,13 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +22,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -185,4 +191,55 @@ func TestThreadLostWithoutAStore(t *testing.T) {
 	assert.Less(t, time.Since(begin), time.Minute)
 	assert.Equal(t, 1, th.refundRequests(), "the refund did not run again")
 	assert.Empty(t, th.again.seen, "the model was never called")
+}
+
+// `tulip dev --db FILE` keeps a thread store beside the database, encrypted
+// with the codec key, and a 30-day retention, and says both. A thread whose
+// every run was deleted (as retention would) continues from the store: the
+// repeated refund is served, and the server's history of that run shows no
+// tool activity.
+func TestCLIDevThreadOutlivesItsRuns(t *testing.T) {
+	dir := t.TempDir()
+	keys := writeFile(t, "keys.txt", "k1 "+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))+"\n")
+	banner := devBanner(t, "--db", filepath.Join(dir, "dev.db"), "--port", "0", "--headless", "--codec-key-file", keys)
+	assert.Contains(t, banner, "retention: 30 days")
+	assert.Contains(t, banner, "threads outlive the retention of their runs in "+filepath.Join(dir, "dev.db.threads"))
+	addr := regexp.MustCompile(`--address (\S+)`).FindStringSubmatch(banner)[1]
+	kr, err := codec.LoadKeyFile(keys)
+	require.NoError(t, err)
+	opts := client.Options{HostPort: addr, Logger: quietLogger()}
+	kr.ClientOptions(&opts)
+	c, err := client.Dial(opts)
+	require.NoError(t, err)
+	defer c.Close()
+
+	thread := "cli-retention-" + taskQueue("t")
+	run := func(msg string) (string, workflow.RunResult) {
+		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: "tulip"}, workflow.WorkflowName,
+			map[string]any{"thread_id": thread, "model": "support", "message": msg})
+		require.NoError(t, err)
+		var out workflow.RunResult
+		require.NoError(t, r.Get(ctxT(t), &out))
+		return r.GetRunID(), out
+	}
+	first, out := run("refund ord-4821")
+	require.Equal(t, workflow.OutcomeExecuted, out.Trace[0].Outcome)
+	second, _ := run("lookup ord-4821")
+	deleteRun(t, c, thread, first)
+	deleteRun(t, c, thread, second)
+
+	third, out := run("refund ord-4821")
+	require.Len(t, out.Trace, 1)
+	assert.Equal(t, workflow.OutcomeCached, out.Trace[0].Outcome, "served from the stored thread")
+	for _, ev := range history(t, c, thread, third).GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			assert.NotContains(t, a.GetActivityType().GetName(), "issue_refund", "the refund's body was not scheduled")
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "dev.db.threads", "*.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	assert.False(t, bytes.Contains(b, []byte("ord-4821")), "the thread store holds ciphertext")
 }

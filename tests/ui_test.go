@@ -27,6 +27,20 @@ import (
 // workflows URL and the codec server's URL ("" when none).
 func devUp(t *testing.T, args ...string) (addr, ui, codecURL string) {
 	t.Helper()
+	out := devBanner(t, args...)
+	find := func(re string) string {
+		if m := regexp.MustCompile(re).FindStringSubmatch(out); m != nil {
+			return m[1]
+		}
+		return ""
+	}
+	return find(`--address (\S+)`), find(`Web UI: (\S+)`), find(`codec server for the UI: (\S+)`)
+}
+
+// devBanner runs `tulip dev` with args until the test ends, and returns
+// its banner.
+func devBanner(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
 	done := make(chan int, 1)
@@ -40,13 +54,7 @@ func devUp(t *testing.T, args ...string) (addr, ui, codecURL string) {
 		}
 	})
 	waitForBanner(t, &out, &errb, done)
-	find := func(re string) string {
-		if m := regexp.MustCompile(re).FindStringSubmatch(out.String()); m != nil {
-			return m[1]
-		}
-		return ""
-	}
-	return find(`--address (\S+)`), find(`Web UI: (\S+)`), find(`codec server for the UI: (\S+)`)
+	return out.String()
 }
 
 // devStartBound bounds how long `tulip dev` may take to print its banner: a
