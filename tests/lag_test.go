@@ -373,3 +373,50 @@ func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
 	require.NoError(t, json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
 	assert.Equal(t, empty.GetRunID(), in.PreviousRunID, "the hint was the empty run")
 }
+
+// A start names a previous run that left nothing (terminated before its
+// first task) and that started right after the thread's refund closed; the
+// load falls back to the listing, against a store that does not list that
+// refund yet. It waits out the configured lag from the hint's start, and
+// the refund is served. The control, with no wait, loads the older state
+// and the refund runs again (before the fix, a hinted load never waited).
+func TestHintFallbackWaitsOutTheLag(t *testing.T) {
+	const lag = 3 * time.Second
+	for _, tc := range []struct {
+		name    string
+		wait    time.Duration
+		refunds int
+		outcome workflow.Outcome
+	}{
+		{"waits out the lag", lag + 500*time.Millisecond, 1, workflow.OutcomeCached},
+		{"control: no wait", -1, 2, workflow.OutcomeExecuted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, server.Address())
+			tb := demo.NewToolbox()
+			tq := taskQueue(t.Name())
+			refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+			startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+				Models:       map[string]activities.Model{"hello": scenario.Run{}.Model(), "refund": refundRun.Model()},
+				Checkpointer: activities.TemporalCheckpointer{List: laggingVisibility(lag), VisibilityLag: tc.wait}})
+			thread := threadID(t)
+			_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "hello", ThreadID: thread})
+			require.NoError(t, err)
+			time.Sleep(lag + 500*time.Millisecond) // the older run, listed by now: no refund in it
+			_, first, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+			require.NoError(t, err)
+			require.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
+
+			// Right after it: a run no worker picks up, terminated.
+			empty, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq + "-none"}, workflow.WorkflowName,
+				map[string]any{"thread_id": thread, "model": "refund", "message": "hi"})
+			require.NoError(t, err)
+			require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, empty.GetRunID(), "left nothing"))
+
+			_, again, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+			require.NoError(t, err)
+			assert.Equal(t, tc.outcome, again.Trace[0].Outcome)
+			assert.Equal(t, tc.refunds, tb.Invocations()["issue_refund"])
+		})
+	}
+}
