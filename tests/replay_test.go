@@ -152,6 +152,9 @@ func TestRecordHistories(t *testing.T) {
 	// Held calls performed after hooks: what the resume runs changed behind
 	// "tulip-held-args" (v3/held-args.json is this run recorded before).
 	play("held-args", parse(heldArgsScenario))
+	// A thread run after one whose mints were held and performed (no
+	// record holds them): its keys count on past them ("tulip-key-counter").
+	play("keys-after-dangling", parse(keysAfterDanglingScenario))
 	// Three executing calls in one response, run at once: replaying it one
 	// call at a time (the parallel-calls gate ignored) is nondeterministic.
 	play("parallel-calls", parse(`{"runs": [{"turns": [
@@ -207,6 +210,20 @@ const heldArgsScenario = `{"runs": [{"hooks": ["upper_order_id", "approve_isolat
 	                {"id": "c2", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"},
 	                {"id": "c3", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"}]}],
 	"resumes": [{"answer": "approved", "perform_dangling": true, "turns": [{"text": "done"}]}]}]}`
+
+// keysAfterDanglingScenario: the first run's two mints are held behind
+// isolate_host and performed (counted, never recorded); the second run on
+// the thread loads a state whose minted count is past its log's length.
+const keysAfterDanglingScenario = `{"runs": [
+	{"thread_id": "keys-thread", "hooks": ["approve_isolate_host"], "turns": [
+		{"tool_calls": [{"id": "c1", "name": "isolate_host", "arguments": "{\"host\": \"web-1\"}"},
+		                {"id": "c2", "name": "mint_case_id", "arguments": "{}"},
+		                {"id": "c3", "name": "mint_case_id", "arguments": "{}"}]}],
+		"resumes": [{"answer": "approved", "perform_dangling": true, "turns": [{"text": "done"}]}]},
+	{"thread_id": "keys-thread", "turns": [
+		{"tool_calls": [{"id": "c4", "name": "mint_case_id", "arguments": "{}"}]},
+		{"tool_calls": [{"id": "c5", "name": "mint_case_id", "arguments": "{}"}]},
+		{"text": "done"}]}]}`
 
 // recordChain records every run of a run that continues as new (every 2
 // turns) across an interrupt and its resume.
