@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,13 @@ type Checkpoint struct {
 	Conversation *ConversationRef `json:"conversation,omitempty"`
 	// Run is the workflow run whose state this is.
 	Run string `json:"run,omitempty"`
+	// Minted is, per agent, where the count in its next downstream key of
+	// a tool that is not idempotent starts: past every count its runs on
+	// the thread used, including those of executions no record holds (held
+	// calls a resume performed, calls still executing when a run stopped).
+	// Absent for an agent whose log's length is past that already (and in
+	// states written before it): the count then starts at that length.
+	Minted map[string]int `json:"minted,omitempty"`
 }
 
 // ConversationRef is a conversation by reference: its length, its digest
@@ -614,7 +622,7 @@ func ResolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 	if cp == nil {
 		return nil, nil
 	}
-	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run}
+	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted)}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
 		head, err := FetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count)

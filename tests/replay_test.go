@@ -34,13 +34,14 @@ const historiesDir = "testdata/histories"
 // directories hold what earlier code recorded, which must replay forever
 // (behind workflow.GetVersion) and are never re-recorded: v1/ before
 // threads carried their conversation, v2/ before state went by reference
-// (and before runs streamed).
+// (and before runs streamed), v3/ before performed held calls went through
+// the hooks ("tulip-held-args").
 func TestReplayHistories(t *testing.T) {
 	current, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(current), 8, "recorded histories are checked in")
 	files := current
-	for dir, n := range map[string]int{"v1": 9, "v2": 13} {
+	for dir, n := range map[string]int{"v1": 9, "v2": 13, "v3": 1} {
 		frozen, err := filepath.Glob(filepath.Join(historiesDir, dir, "*.json"))
 		require.NoError(t, err)
 		require.Len(t, frozen, n, "the frozen %s histories are checked in", dir)
@@ -148,6 +149,12 @@ func TestRecordHistories(t *testing.T) {
 		"resumes": [{"answer": "approved", "perform_dangling": true, "turns": [
 			{"tool_calls": [{"id": "c4", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"}]},
 			{"text": "done"}]}]}]}`))
+	// Held calls performed after hooks: what the resume runs changed behind
+	// "tulip-held-args" (v3/held-args.json is this run recorded before).
+	play("held-args", parse(heldArgsScenario))
+	// A thread run after one whose mints were held and performed (no
+	// record holds them): its keys count on past them ("tulip-key-counter").
+	play("keys-after-dangling", parse(keysAfterDanglingScenario))
 	// Three executing calls in one response, run at once: replaying it one
 	// call at a time (the parallel-calls gate ignored) is nondeterministic.
 	play("parallel-calls", parse(`{"runs": [{"turns": [
@@ -191,6 +198,32 @@ func TestRecordHistories(t *testing.T) {
 	require.Equal(t, workflow.OutcomeExecuted, res.Trace[1].Outcome, "without the interceptor the duplicate executes")
 	writeHistory(t, c, h, filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json"))
 }
+
+// heldArgsScenario holds a response at isolate_host (approve_isolate_host)
+// with a refund whose order id upper_order_id rewrites and a page that
+// block_page_oncall cancels after it: before "tulip-held-args" the resume
+// performed both with the model's arguments, past the hooks; since, they go
+// through the hooks (the refund runs upper-cased, the page is cancelled:
+// one activity fewer), so each recording replays only behind the gate.
+const heldArgsScenario = `{"runs": [{"hooks": ["upper_order_id", "approve_isolate_host", "block_page_oncall"], "turns": [
+	{"tool_calls": [{"id": "c1", "name": "isolate_host", "arguments": "{\"host\": \"web-1\"}"},
+	                {"id": "c2", "name": "issue_refund", "arguments": "{\"order_id\": \"ord-1\", \"amount\": 5}"},
+	                {"id": "c3", "name": "page_oncall", "arguments": "{\"case_id\": \"k\", \"summary\": \"s\"}"}]}],
+	"resumes": [{"answer": "approved", "perform_dangling": true, "turns": [{"text": "done"}]}]}]}`
+
+// keysAfterDanglingScenario: the first run's two mints are held behind
+// isolate_host and performed (counted, never recorded); the second run on
+// the thread loads a state whose minted count is past its log's length.
+const keysAfterDanglingScenario = `{"runs": [
+	{"thread_id": "keys-thread", "hooks": ["approve_isolate_host"], "turns": [
+		{"tool_calls": [{"id": "c1", "name": "isolate_host", "arguments": "{\"host\": \"web-1\"}"},
+		                {"id": "c2", "name": "mint_case_id", "arguments": "{}"},
+		                {"id": "c3", "name": "mint_case_id", "arguments": "{}"}]}],
+		"resumes": [{"answer": "approved", "perform_dangling": true, "turns": [{"text": "done"}]}]},
+	{"thread_id": "keys-thread", "turns": [
+		{"tool_calls": [{"id": "c4", "name": "mint_case_id", "arguments": "{}"}]},
+		{"tool_calls": [{"id": "c5", "name": "mint_case_id", "arguments": "{}"}]},
+		{"text": "done"}]}]}`
 
 // recordChain records every run of a run that continues as new (every 2
 // turns) across an interrupt and its resume.

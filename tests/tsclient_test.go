@@ -65,7 +65,9 @@ func tsClient(t *testing.T) (node, dir string) {
 // serves its refund (trace outcome cached) and names each previous run;
 // thin records and results held by reference are read back in full; an
 // interrupt is reached, awaited by its memo and resumed by update and by
-// signal, and followed across continue-as-new to the next one; refusals (a busy thread, a stale interrupt, a misspelled resume,
+// signal (a call held after the interrupted one goes through the hooks when
+// performed: block_page_oncall cancels it), and followed across
+// continue-as-new to the next one; refusals (a busy thread, a stale interrupt, a misspelled resume,
 // a resume after close) and run failures (tulip.BadInput,
 // tulip.MaxTurnsExceeded) come back as their typed errors. Every payload
 // the client received validates against docs/schemas, and the generated

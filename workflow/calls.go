@@ -103,40 +103,78 @@ func toolMessage(callID string, result json.RawMessage, errMsg *string, served b
 	return activities.Message{Role: "tool", ToolCallID: callID, Content: content, Served: served}
 }
 
+// hold is an interrupt raised at a call: the hook that raised it, its
+// reason, the call's arguments as the model emitted them, and as the hooks
+// that ran before the interrupting one left them (for tulip.approval: after
+// every hook).
+type hold struct {
+	hook, reason string
+	model, post  *dedup.Args
+}
+
+// shown is the held call's arguments as runs recorded before
+// "tulip-held-args" showed them: after every hook for tulip.approval, as
+// the model emitted them for a hook's interrupt.
+func (h *hold) shown() *dedup.Args {
+	if h.hook == ApprovalHook {
+		return h.post
+	}
+	return h.model
+}
+
 // handleCall takes one call through reject, hooks, cancel, interrupt, and
-// match or execute; the execution is started, not awaited. It reports
-// held=true when a hook interrupts the run.
-func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (st *step, hook, reason string, args *dedup.Args, held bool) {
+// match or execute; the execution is started, not awaited. It returns the
+// hold instead of a step when the call interrupts the run.
+func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (*step, *hold) {
 	tool, args, rejected := r.resolve(call)
 	if rejected != nil {
-		return rejected, "", "", nil, false
+		return rejected, nil
 	}
-	hc := hooks.NewCall(call.ID, call.Name, args.Value())
-	hc.Agent, hc.Thread, hc.Turn = r.in.Agent, r.in.ThreadID, r.turn
-	for _, name := range r.hooks {
-		d := r.cfg.Hooks[name](hc)
-		if d.Cancel != "" {
-			r.log.Append(dedup.Record{Tool: call.Name, Response: response, Run: r.runID, Turn: r.turn, CallID: call.ID,
-				Origin: dedup.Cancelled, Error: &dedup.ToolError{Type: dedup.ErrorTypeCancelled, Message: d.Cancel}}, args)
-			return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: json.RawMessage(args.Text()),
-				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, msg: toolMessage(call.ID, nil, errText(d.Cancel), false)}, "", "", nil, false
-		}
-		if d.Interrupt != "" {
-			return nil, name, d.Interrupt, args, true
-		}
+	post, cancelled, h := r.beforeHooks(call, args, response, false)
+	if cancelled != nil {
+		return cancelled, nil
 	}
-	post := args
-	if hc.Changed() {
-		post = dedup.NewArgs(*hc.Args())
+	if h != nil {
+		return nil, h
 	}
 	if reason, ask := r.needsApproval(tool, post, response); ask {
-		return nil, ApprovalHook, reason, post, true
+		return nil, &hold{hook: ApprovalHook, reason: reason, model: args, post: post}
 	}
 	var pre *dedup.Args
 	if post != args {
 		pre = args
 	}
-	return r.launch(ctx, tool, call, post, pre, response, !r.resumed, true), "", "", nil, false
+	return r.launch(ctx, tool, call, post, pre, response, !r.resumed, true), nil
+}
+
+// beforeHooks runs the installed hooks on a call (rule 2) and returns its
+// post-hook arguments (args itself when no hook rewrote them). A cancel is
+// recorded, with the model's arguments, and returned as the call's step. An
+// interrupt is returned as a hold, unless performing: a held call a resume
+// performs was answered by that resume, so no hook holds it again (the
+// hooks after the interrupting one still run).
+func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response int, performing bool) (*dedup.Args, *step, *hold) {
+	hc := hooks.NewCall(call.ID, call.Name, args.Value())
+	hc.Agent, hc.Thread, hc.Turn = r.in.Agent, r.in.ThreadID, r.turn
+	post := func() *dedup.Args {
+		if hc.Changed() {
+			return dedup.NewArgs(*hc.Args())
+		}
+		return args
+	}
+	for _, name := range r.hooks {
+		d := r.cfg.Hooks[name](hc)
+		if d.Cancel != "" {
+			r.log.Append(dedup.Record{Tool: call.Name, Response: response, Run: r.runID, Turn: r.turn, CallID: call.ID,
+				Origin: dedup.Cancelled, Error: &dedup.ToolError{Type: dedup.ErrorTypeCancelled, Message: d.Cancel}}, args)
+			return nil, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: json.RawMessage(args.Text()),
+				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, msg: toolMessage(call.ID, nil, errText(d.Cancel), false)}, nil
+		}
+		if d.Interrupt != "" && !performing {
+			return nil, nil, &hold{hook: name, reason: d.Interrupt, model: args, post: post()}
+		}
+	}
+	return post(), nil, nil
 }
 
 // launch starts one call's execution (or, through the interceptor, serves

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,9 @@ import (
 // key is the execution's downstream idempotency key: the tool's template,
 // or a hash of namespace, agent, thread (or run), tool and the canonical
 // arguments; a non-idempotent tool's key also counts its executions, so
-// each mint is new.
+// each mint is new: the count goes on from baseLen, which is past every
+// count the thread's earlier runs used (loadThread), and crosses
+// continue-as-new with the executions (Carry).
 func (r *run) key(spec activities.ToolSpec, args *dedup.Args) string {
 	if spec.KeyTemplate != "" {
 		return expandKey(spec.KeyTemplate, args.Value())
@@ -29,6 +32,31 @@ func (r *run) key(spec activities.ToolSpec, args *dedup.Args) string {
 		fmt.Fprintf(h, "#%d", r.baseLen+r.executions)
 	}
 	return "tulip-" + hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// minted is the thread state's Minted as this run hands it on: the loaded
+// counts, this agent's moved past every count this run used. recs is the
+// number of this agent's records the state holds: an agent whose next run
+// would count from past that anyway (the log's length, see loadThread)
+// needs no entry, so states stay as they were unless keys would repeat.
+func (r *run) minted(recs int) map[string]int {
+	var out map[string]int
+	if r.loaded != nil {
+		out = maps.Clone(r.loaded.Minted)
+	}
+	n := max(r.baseLen+r.executions, out[r.in.Agent])
+	if n <= recs {
+		delete(out, r.in.Agent)
+	} else {
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[r.in.Agent] = n
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // expandKey replaces {name} in tmpl with the top-level argument name.

@@ -73,11 +73,11 @@ func (r *run) loop(ctx wf.Context) error {
 		var steps []*step
 		for i, call := range resp.ToolCalls {
 			r.drainSignals(ctx)
-			st, hook, reason, args, held := r.handleCall(ctx, call, response)
-			if held {
+			st, h := r.handleCall(ctx, call, response)
+			if h != nil {
 				r.finish(ctx, steps) // what started before the interrupt settles first
 				steps = nil
-				if err := r.pause(ctx, hook, reason, args, resp.ToolCalls[i:]); err != nil {
+				if err := r.pause(ctx, h, resp.ToolCalls[i:], response); err != nil {
 					return err
 				}
 				break

@@ -150,6 +150,7 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrCheckpoint, nil)
 	}
 	cp.Agents[r.in.Agent] = snap
+	cp.Minted = r.minted(n)
 
 	closing := closeConversation(r.messages)[len(r.messages):]
 	split, digest, parts := r.base, r.baseDigest, slices.Clone(r.parts)

@@ -165,7 +165,30 @@ func (r *run) acceptResume(in ResumeInput) ResumeResult {
 
 // pause holds calls (the interrupted one and the rest of its response),
 // waits for a resume, then runs or drops them.
-func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held []activities.ToolCall) error {
+//
+// What a performed held call runs (runs recorded before "tulip-held-args"
+// replay as they ran: the interrupted call shown as shown(), and every held
+// call run with the model's arguments, past no hook):
+//   - the interrupted call runs with exactly the arguments its held line
+//     showed: as the hooks that ran before the interrupting one left them
+//     (for tulip.approval, every hook). The hooks after the interrupting
+//     one do not see it: what was approved is what runs;
+//   - each later call of the response goes through the before-hooks
+//     installed when it is performed, as any call does: a rewrite applies
+//     (its dangling line shows and runs the rewritten arguments), a cancel
+//     cancels it (recorded and shown as cancelled, rule 3). No hook and no
+//     approval holds it again: the resume answered the interrupt for every
+//     call it held.
+//
+// Performed calls run without matching and are never recorded.
+func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, response int) error {
+	// Runs recorded before this change show, and run, what they did.
+	v1 := wf.GetVersion(ctx, "tulip-held-args", wf.DefaultVersion, 1) == 1
+	first := h.shown()
+	if v1 {
+		first = h.post
+	}
+	hook, reason := h.hook, h.reason
 	r.interrupts++
 	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: hook, Reason: reason, Held: held}
 	heldArgs := make([]json.RawMessage, len(held))
@@ -220,6 +243,10 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 				msg: toolMessage(call.ID, nil, errText(msg), false)})
 			continue
 		}
+		if v1 {
+			steps = r.enqueue(ctx, steps, r.perform(ctx, call, i == 0, h.model, first, response))
+			continue
+		}
 		tool, args, rejected := r.resolve(call)
 		if rejected != nil {
 			steps = r.enqueue(ctx, steps, rejected)
@@ -236,4 +263,31 @@ func (r *run) pause(ctx wf.Context, hook, reason string, first *dedup.Args, held
 	r.phase++
 	r.phaseTurn = 0
 	return nil
+}
+
+// perform runs a held call a resume performs (see pause): the interrupted
+// one with the arguments its held line showed (model: as the model emitted
+// them, first: as shown), a later one through the before-hooks. It runs
+// without matching and is never recorded; a hook's cancel is recorded.
+func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool, model, first *dedup.Args, response int) *step {
+	tool, parsed, rejected := r.resolve(call)
+	if rejected != nil {
+		return rejected
+	}
+	args := first
+	if !interrupted {
+		r.drainSignals(ctx) // hooks a signal installed are installed before this call, as in the loop
+		post, cancelled, _ := r.beforeHooks(call, parsed, response, true)
+		if cancelled != nil {
+			return cancelled
+		}
+		args, model = post, parsed
+	}
+	var pre *dedup.Args
+	if args != model {
+		pre = model
+	}
+	st := r.launch(ctx, tool, call, args, pre, response, false, false)
+	st.line.Outcome = OutcomeDangling
+	return st
 }

@@ -70,6 +70,15 @@ func (r *run) loadThread(ctx wf.Context) error {
 		}
 	}
 	r.baseLen = r.log.Len()
+	// Keys never repeat on a thread: an earlier run may have used counts
+	// past its log's length (executions no record holds: held calls a
+	// resume performed, calls still executing when it stopped). Runs
+	// recorded before "tulip-key-counter" counted from the log's length.
+	if lt.State != nil {
+		if m := lt.State.Minted[r.in.Agent]; m > r.baseLen && wf.GetVersion(ctx, "tulip-key-counter", wf.DefaultVersion, 1) == 1 {
+			r.baseLen = m
+		}
+	}
 	return nil
 }
 

@@ -292,7 +292,9 @@ type ResumeInput struct {
 	// Answer is given to the model.
 	Answer string `json:"answer"`
 	// PerformDangling runs the held calls (unmatched, unrecorded); without
-	// it they do not run.
+	// it they do not run. The interrupted call runs with the arguments its
+	// held line showed; the later ones go through the before-hooks (a
+	// rewrite applies, a cancel cancels) and are not held again.
 	PerformDangling bool `json:"perform_dangling"`
 }
 

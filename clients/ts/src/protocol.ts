@@ -96,6 +96,12 @@ export interface Checkpoint {
    * The run whose state this is.
    */
   run?: string;
+  /**
+   * Per agent, where the count in its next downstream key of a tool that is not idempotent starts: past every count its runs on the thread used, executions no record holds included (held calls a resume performed, calls executing when a run stopped). Absent for an agent whose log's length is past them already (and in states written before it): the count then starts at the log's length.
+   */
+  minted?: {
+    [k: string]: number;
+  };
 }
 
 /**

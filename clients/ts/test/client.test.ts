@@ -1,5 +1,5 @@
 // The client against `tulip dev` (TEMPORAL_ADDRESS; task queue `tulip`,
-// model `support`, hook `approve_isolate_host`). Run by TestTSClient
+// model `support`, hooks `approve_isolate_host`, `block_page_oncall`). Run by TestTSClient
 // (tests/tsclient_test.go), which starts the server.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -151,6 +151,27 @@ describe('interrupts', () => {
     assert.equal(done.summary?.dangling, 1);
 
     await assert.rejects(resume(client, id, { interrupt_id: 'int-1', answer: 'approved' }), NotInterruptedError);
+  });
+
+  test('a resume performs the calls held after the interrupted one through the hooks', bound, async () => {
+    const id = thread('ops-hooks');
+    // The page is held behind the isolation; when the resume performs it,
+    // block_page_oncall cancels it (recorded as any cancel), and nothing
+    // is held again.
+    const run = await continueThread(client, id, { ...isolate, message: 'isolate web-3 and page incident-3', hooks: ['approve_isolate_host', 'block_page_oncall'] },
+      { taskQueue });
+    const st = await awaitRun(client, run);
+    assert.equal(st.interrupt?.id, 'int-1');
+    assert.deepEqual(st.interrupt?.held.map((c) => c.name), ['isolate_host', 'page_oncall']);
+    await resume(client, id, { interrupt_id: 'int-1', answer: 'approved', perform_dangling: true });
+    const done = await awaitRun(client, run, { skipInterrupt: 'int-1' });
+    assert.equal(done.status, 'completed');
+    assert.deepEqual(outcomes(done), ['isolate_host:held', 'page_oncall:held', 'isolate_host:dangling', 'page_oncall:cancelled']);
+    assert.deepEqual(done.trace[2].arguments, { host: 'web-3' });
+    assert.equal(done.trace[3].error, 'paging is disabled');
+    assert.deepEqual(done.summary, { dangling: 1, cancelled: 1 });
+    const log = await threadLog(client, id);
+    assert.deepEqual(log.map((r) => `${r.tool}:${r.origin}`), ['page_oncall:cancelled']);
   });
 
   test('a run that continues as new is followed: its next interrupt, its result', bound, async () => {
