@@ -532,9 +532,11 @@ func PreviousRunOf(ctx context.Context, c client.Client, dc converter.DataConver
 // Checkpoints holds the checkpoint activities of a worker.
 type Checkpoints struct {
 	Checkpointer Checkpointer
-	// Custom: Checkpointer is not the TemporalCheckpointer, so runs save
-	// their state through it at their end.
+	// Custom: runs save their state through Checkpointer at their end (a
+	// custom one, or a TemporalCheckpointer with a Store).
 	Custom bool
+	// Store is the TemporalCheckpointer's thread store, if it has one.
+	Store Checkpointer
 }
 
 // Load is the LoadCheckpointActivity function (runs recorded before
@@ -577,9 +579,17 @@ func (c Checkpoints) SaveThread(ctx context.Context, ref ThreadRef, cp *Checkpoi
 	ctx, stop := heartbeat(ctx)
 	defer stop()
 	if byReference(cp) {
-		full, err := ResolveCheckpoint(ctx, activity.GetClient(ctx), ref.ThreadID, cp)
+		cl := activity.GetClient(ctx)
+		full, err := ResolveCheckpoint(ctx, cl, ref.ThreadID, cp)
+		if err != nil && c.Store != nil {
+			// A run the state names was deleted while this run was
+			// open: the store's state holds what it held.
+			if stored, serr := c.Store.Load(ctx, ref); serr == nil && stored != nil {
+				full, err = resolveCheckpoint(ctx, cl, ref.ThreadID, cp, stored)
+			}
+		}
 		if err != nil {
-			return err
+			return lost(ref.ThreadID, err)
 		}
 		cp = full
 	}
@@ -615,27 +625,53 @@ func byReference(cp *Checkpoint) bool {
 }
 
 // ResolveCheckpoint returns cp in full: its conversation's messages and its
-// logs' records read from the runs (of workflowID) that hold them, content
-// references filled in. A checkpoint that holds everything already is
+// logs' records read from the runs (of workflowID) that hold them, records'
+// content references filled in (a message that refers to an earlier one,
+// ContentIn, stays so: ResolveContent fills it in). A checkpoint that holds everything already is
 // returned as it is.
 func ResolveCheckpoint(ctx context.Context, c client.Client, workflowID string, cp *Checkpoint) (*Checkpoint, error) {
+	return resolveCheckpoint(ctx, c, workflowID, cp, nil)
+}
+
+// resolveCheckpoint is ResolveCheckpoint that reads what a deleted run
+// held from stored, a state in full from the thread's store, when it has
+// it (its messages proven by the conversation's digest).
+func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, cp, stored *Checkpoint) (*Checkpoint, error) {
 	if cp == nil {
 		return nil, nil
+	}
+	var storedMsgs []Message
+	storedRecs := map[string][]dedup.Record{}
+	if stored != nil && stored.Conversation == nil {
+		storedMsgs = stored.Messages
+		for name, snap := range stored.Agents {
+			if l, err := dedup.Restore(snap); err == nil {
+				storedRecs[name] = l.Records()
+			}
+		}
 	}
 	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted)}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
-		head, err := FetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count)
+		head, err := fetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)
 		if err != nil {
 			return nil, err
 		}
+		if storedMsgs != nil && ExtendDigest("", head...) != cv.Digest {
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("thread %s: its conversation (%d messages, some from the thread store) does not match its digest", workflowID, len(head)), ErrConversation, nil)
+		}
 		msgs = append(head, msgs...)
 	}
+	// The state keeps its messages as the runs wrote them (a served result
+	// refers to the message that holds it, ContentIn), so a run that adopts
+	// it extends the same digests; records take their content from a
+	// resolved copy.
+	out.Messages = slices.Clone(msgs)
 	msgs = slices.Clone(msgs)
 	if err := ResolveContent(msgs); err != nil {
 		return nil, err
 	}
-	out.Messages = msgs
 	for name, snap := range cp.Agents {
 		l, err := dedup.Restore(snap)
 		if err != nil {
@@ -647,7 +683,7 @@ func ResolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 			thin++
 		}
 		if thin > 0 {
-			full, err := FetchRecords(ctx, c, workflowID, cp.Run, name, 0, thin)
+			full, err := fetchRecords(ctx, c, workflowID, cp.Run, name, 0, thin, storedRecs[name])
 			if err != nil {
 				return nil, err
 			}

@@ -132,7 +132,7 @@ func (m *Models) conversation(ctx context.Context, in ModelInput) ([]Message, er
 	if in.Base != nil && in.Base.Count > 0 {
 		base = m.Cache.get(in.Base.Digest)
 		if base == nil || base.count != in.Base.Count {
-			msgs, err := fetchConversation(ctx, in.Base.Count)
+			msgs, err := m.fetchBase(ctx, in.Base)
 			if err != nil {
 				return nil, err
 			}

@@ -185,6 +185,10 @@ type Models struct {
 	// with ErrPayloadTooLarge (non-retryable) before the run acts on it,
 	// instead of a completion the server refuses. Zero or negative: none.
 	PayloadLimit int
+	// Store is the worker's thread store (TemporalCheckpointer.Store): a
+	// conversation whose earlier runs are gone is read from it. Zero
+	// value: none.
+	Store Checkpointer
 }
 
 // NewModels returns the model activity for models, tools and policy, with

@@ -2,8 +2,10 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -62,6 +64,9 @@ type pager struct {
 
 func (p pager) page(ctx context.Context, runID string, req PageRequest, into any) error {
 	v, err := p.c.QueryWorkflow(ctx, p.workflowID, runID, QueryPage, req)
+	if deleted(err) {
+		return &goneRun{run: runID}
+	}
 	if err != nil {
 		return fmt.Errorf("reading %s of run %s of %s: %w", req.Kind, runID, p.workflowID, err)
 	}
@@ -103,11 +108,22 @@ func (p pager) walk(ctx context.Context, runID string, req PageRequest, from, to
 // Messages that refer to another message's content (ContentIn) are
 // returned as they are; see ResolveContent.
 func FetchMessages(ctx context.Context, c client.Client, workflowID, runID string, from, to int) ([]Message, error) {
+	return fetchMessages(ctx, c, workflowID, runID, from, to, nil)
+}
+
+// fetchMessages is FetchMessages that takes the messages a deleted run held
+// from stored (the thread's state in full, from its store) when stored has
+// them.
+func fetchMessages(ctx context.Context, c client.Client, workflowID, runID string, from, to int, stored []Message) ([]Message, error) {
 	p := pager{c: c, workflowID: workflowID}
 	out := make([]Message, 0, to-from)
 	err := p.walk(ctx, runID, PageRequest{Kind: PageMessages}, from, to, func(run string, req PageRequest) (int, string, error) {
 		var pg Page
 		if err := p.page(ctx, run, req, &pg); err != nil {
+			if deleted(err) && req.To > req.From && req.To <= len(stored) {
+				out = append(out, stored[req.From:req.To]...)
+				return req.To, "", nil
+			}
 			return 0, "", err
 		}
 		if pg.Holder == "" {
@@ -129,11 +145,22 @@ func FetchMessages(ctx context.Context, c client.Client, workflowID, runID strin
 // whose result is in a message (ResultIn) keeps it there; see
 // ResolveRecords.
 func FetchRecords(ctx context.Context, c client.Client, workflowID, runID, agent string, from, to int) ([]dedup.Record, error) {
+	return fetchRecords(ctx, c, workflowID, runID, agent, from, to, nil)
+}
+
+// fetchRecords is FetchRecords that takes the records a deleted run held
+// from stored (the agent's log in full, from the thread's store) when
+// stored has them.
+func fetchRecords(ctx context.Context, c client.Client, workflowID, runID, agent string, from, to int, stored []dedup.Record) ([]dedup.Record, error) {
 	p := pager{c: c, workflowID: workflowID}
 	out := make([]dedup.Record, 0, to-from)
 	err := p.walk(ctx, runID, PageRequest{Kind: PageRecords, Agent: agent}, from, to, func(run string, req PageRequest) (int, string, error) {
 		var pg Page
 		if err := p.page(ctx, run, req, &pg); err != nil {
+			if deleted(err) && req.To > req.From && req.To <= len(stored) {
+				out = append(out, stored[req.From:req.To]...)
+				return req.To, "", nil
+			}
 			return 0, "", err
 		}
 		if pg.Holder == "" {
@@ -164,4 +191,11 @@ func ResolveContent(msgs []Message) error {
 		}
 	}
 	return nil
+}
+
+// deleted: the run asked is gone (retention).
+func deleted(err error) bool {
+	var nf *serviceerror.NotFound
+	var gone *goneRun
+	return errors.As(err, &nf) || errors.As(err, &gone)
 }

@@ -14,6 +14,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -219,4 +220,29 @@ func (d DirStore) Save(_ context.Context, ref ThreadRef, cp *Checkpoint) error {
 		return fmt.Errorf("thread store: %w", err)
 	}
 	return nil
+}
+
+// fetchBase reads the first base.Count messages of the calling run's
+// conversation from the runs that hold them; a run deleted while this one
+// was open (retention) gives its part from the thread store's state, which
+// the digest check after it proves the same.
+func (m *Models) fetchBase(ctx context.Context, base *Cursor) ([]Message, error) {
+	info := activity.GetInfo(ctx)
+	msgs, err := fetchConversation(ctx, base.Count)
+	if err != nil && m.Store != nil {
+		if head, serr := m.Store.Load(ctx, ThreadRef{ThreadID: info.WorkflowExecution.ID}); serr == nil && head != nil && head.Conversation == nil {
+			msgs, err = fetchMessages(ctx, activity.GetClient(ctx), info.WorkflowExecution.ID, info.WorkflowExecution.RunID, 0, base.Count, head.Messages)
+		}
+	}
+	return msgs, lost(info.WorkflowExecution.ID, err)
+}
+
+// lost turns the error of a read that needed a deleted run into
+// ErrThreadLost (non-retryable: the run is not coming back).
+func lost(threadID string, err error) error {
+	var gone *goneRun
+	if errors.As(err, &gone) {
+		return threadLost(threadID, gone.run)
+	}
+	return err
 }

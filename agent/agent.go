@@ -499,5 +499,9 @@ func Thread(ctx context.Context, c client.Client, threadID string) (*activities.
 			return nil, err
 		}
 	}
-	return activities.ResolveCheckpoint(ctx, c, threadID, cp)
+	full, err := activities.ResolveCheckpoint(ctx, c, threadID, cp)
+	if err != nil || full == nil {
+		return full, err
+	}
+	return full, activities.ResolveContent(full.Messages)
 }

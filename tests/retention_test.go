@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -242,4 +243,86 @@ func TestCLIDevThreadOutlivesItsRuns(t *testing.T) {
 	b, err := os.ReadFile(files[0])
 	require.NoError(t, err)
 	assert.False(t, bytes.Contains(b, []byte("ord-4821")), "the thread store holds ciphertext")
+}
+
+// A run is open (its model call in flight) when the run that holds the
+// start of its conversation is deleted, and its worker dies: the model call
+// is retried on a new worker, whose cache does not hold the conversation.
+// With a thread store it reads the deleted run's part from the store: the
+// run completes, its refund served, billing asked once (control, with the
+// store's part not read: the model call fails until the run's retry window
+// closes). Without a store the run fails at once with tulip.ThreadLost,
+// naming the deleted run.
+func TestOpenRunOutlivesADeletedRun(t *testing.T) {
+	for _, withStore := range []bool{true, false} {
+		t.Run(fmt.Sprintf("store=%v", withStore), func(t *testing.T) {
+			bill, err := billing.Start()
+			require.NoError(t, err)
+			defer bill.Close()
+			c := dial(t, server.Address())
+			tb := demo.NewToolbox()
+			tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+			first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+			again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
+			inFlight := make(chan struct{})
+			var once sync.Once
+			blocked := activities.ModelFunc(func(ctx context.Context, _ activities.ModelRequest) (activities.ModelResponse, error) {
+				once.Do(func() { close(inFlight) })
+				<-ctx.Done()
+				return activities.ModelResponse{}, ctx.Err()
+			})
+			var cp activities.Checkpointer
+			if withStore {
+				cp = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
+			}
+			opts := func(m activities.Model) tworker.Options {
+				return tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), ModelHeartbeatTimeout: 2 * time.Second,
+					Models: map[string]activities.Model{"first": first.Model(), "again": m}, Checkpointer: cp}
+			}
+			tq := taskQueue(t.Name())
+			w1 := startWorker(t, c, tq, opts(blocked))
+			thread := threadID(t)
+			message := "please refund ord-4821 " + strings.Repeat("x", 300<<10) // the state goes by reference
+			h1, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
+			require.NoError(t, err)
+
+			h2, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "did it go through?"})
+			require.NoError(t, err)
+			select {
+			case <-inFlight:
+			case <-time.After(time.Minute):
+				t.Fatal("the second run's model call never started")
+			}
+			w1.Stop()
+			deleteRun(t, c, thread, h1.RunID)
+			startWorker(t, c, tq, opts(again.Model()))
+
+			ctx, cancel := context.WithTimeout(ctxT(t), 90*time.Second)
+			defer cancel()
+			res, err := agent.Await(ctx, c, h2, "")
+			n := 0
+			for _, r := range bill.Witnesses() {
+				if r.Tool == "issue_refund" {
+					n++
+				}
+			}
+			assert.Equal(t, 1, n, "billing was asked for one refund")
+			if !withStore {
+				var failed *agent.RunFailedError
+				require.ErrorAs(t, err, &failed)
+				assert.Equal(t, activities.ErrThreadLost, failed.Type())
+				assert.Contains(t, failed.Error(), h1.RunID)
+				return
+			}
+			if err != nil {
+				d, _ := c.DescribeWorkflowExecution(ctxT(t), thread, h2.RunID)
+				for _, pa := range d.GetPendingActivities() {
+					t.Logf("pending %s attempt %d: %v", pa.GetActivityType().GetName(), pa.GetAttempt(), pa.GetLastFailure())
+				}
+			}
+			require.NoError(t, err)
+			require.Equal(t, workflow.StatusCompleted, res.Status)
+			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+		})
+	}
 }

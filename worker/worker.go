@@ -133,6 +133,8 @@ func Register(r Registry, opts Options) error {
 	}
 	models := activities.NewModels(opts.Models, specs, opts.Conversation)
 	models.PayloadLimit, models.Toolsets = limit, opts.Toolsets
+	store := threadStore(opts.Checkpointer)
+	models.Store = store
 	if len(opts.Toolsets) > 0 {
 		ts := activities.Toolsets{Sets: opts.Toolsets, PayloadLimit: limit}
 		for _, s := range specs {
@@ -146,7 +148,7 @@ func Register(r Registry, opts Options) error {
 		dr.RegisterDynamicActivity(ts.Call, activity.DynamicRegisterOptions{})
 	}
 	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
-	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: savesStates(opts.Checkpointer)}
+	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: store != nil || customCheckpointer(opts.Checkpointer), Store: store}
 	if cp.Checkpointer == nil {
 		cp.Checkpointer = activities.TemporalCheckpointer{}
 	}
@@ -167,17 +169,17 @@ func customCheckpointer(c activities.Checkpointer) bool {
 	return true
 }
 
-// savesStates: runs save their state at their end, through the worker's
-// Checkpointer: a custom one, or a TemporalCheckpointer with a thread
-// store.
-func savesStates(c activities.Checkpointer) bool {
+// threadStore is the thread store of c, a TemporalCheckpointer (nil: none).
+func threadStore(c activities.Checkpointer) activities.Checkpointer {
 	switch t := c.(type) {
 	case activities.TemporalCheckpointer:
-		return t.Store != nil
+		return t.Store
 	case *activities.TemporalCheckpointer:
-		return t != nil && t.Store != nil
+		if t != nil {
+			return t.Store
+		}
 	}
-	return customCheckpointer(c)
+	return nil
 }
 
 // oneLine is err's message: an ApplicationError's own, one line.
