@@ -83,7 +83,7 @@ func New(s Server, opts Options) (*Toolset, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Toolset{srv: s, opts: opts, red: newRedactor(s.secrets()), listing1: make(chan struct{}, 1)}
+	t := &Toolset{srv: s, opts: opts, red: s.redactor(), listing1: make(chan struct{}, 1)}
 	t.client = sdk.NewClient(&sdk.Implementation{Name: "tulip-temporal", Version: "1"}, &sdk.ClientOptions{
 		// No roots: a server like server-filesystem would take the client's
 		// (empty) roots over the directories it was started with.
@@ -546,9 +546,19 @@ const minSecret = 8
 
 const redacted = "[redacted]"
 
-func newRedactor(values []string) redactor {
+// newRedactor replaces values of minSecret bytes or more by "[redacted]",
+// and before them the old strings of whole (old, new pairs) by their new,
+// whatever their length.
+func newRedactor(values []string, whole ...string) redactor {
 	var rd redactor
 	var pairs []string
+	for i := 0; i+1 < len(whole); i += 2 {
+		if whole[i] == "" {
+			continue
+		}
+		rd.secrets = append(rd.secrets, whole[i])
+		pairs = append(pairs, whole[i], whole[i+1])
+	}
 	for _, v := range values {
 		if len(v) < minSecret {
 			continue

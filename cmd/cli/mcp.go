@@ -79,7 +79,7 @@ func (m *mcpConfig) build() ([]mcp.Server, error) {
 			if f.flag == "mcp" {
 				return nil, usageError{fmt.Sprintf("--mcp %q: want NAME=COMMAND ARGS...", f.value)}
 			}
-			return nil, usageError{fmt.Sprintf("--mcp-url %q: want NAME=URL", f.value)}
+			return nil, usageError{fmt.Sprintf("--mcp-url %q: want NAME=URL", mcp.RedactURL(f.value))}
 		}
 		if _, dup := index[name]; dup {
 			return nil, usageError{fmt.Sprintf("two MCP servers are named %q", name)}
@@ -216,12 +216,20 @@ func toolsets(set *mcp.Set) []activities.Toolset {
 }
 
 // resumeArgs are the flags that give a resumed worker the same servers;
-// secrets (--mcp-env, --mcp-header) are not repeated: withSecrets says
-// some were given.
+// secrets (--mcp-env, --mcp-header, a URL's userinfo and query values,
+// shown as ***) are not repeated: withSecrets says some were given.
 func (m *mcpConfig) resumeArgs() (args string, withSecrets bool) {
 	var b strings.Builder
 	for _, s := range m.servers {
-		fmt.Fprintf(&b, " --%s %s", s.flag, shellQuote(s.value))
+		v := s.value
+		if s.flag == "mcp-url" {
+			name, u, _ := strings.Cut(v, "=")
+			if red := mcp.RedactURL(strings.TrimSpace(u)); red != strings.TrimSpace(u) {
+				v = name + "=" + red
+				withSecrets = withSecrets || strings.Contains(red, "***")
+			}
+		}
+		fmt.Fprintf(&b, " --%s %s", s.flag, shellQuote(v))
 	}
 	for _, l := range []struct {
 		flag   string
@@ -234,7 +242,7 @@ func (m *mcpConfig) resumeArgs() (args string, withSecrets bool) {
 	if m.approve {
 		b.WriteString(" --approve-destructive")
 	}
-	return b.String(), len(m.env)+len(m.headers) > 0
+	return b.String(), withSecrets || len(m.env)+len(m.headers) > 0
 }
 
 const mcpUsage = "usage: tulip mcp tools --mcp NAME=COMMAND ARGS... | --mcp-url NAME=URL [--mcp-trust NAME] [--mcp-prefix NAME] [--approve-destructive] [--json]"
