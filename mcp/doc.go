@@ -30,7 +30,9 @@
 // Connections: one client session per server per process, made on first use,
 // shared by concurrent calls and made again after it breaks. A stdio server
 // (Server.Command) is a child process of the worker: spawned on connect,
-// spawned again when it dies, and stopped by Close.
+// spawned again when it dies, and stopped by Close. It does not inherit the
+// worker's environment: only a minimal default (PATH, HOME, ...; see
+// Server.Env) and Server.Env.
 //
 // Secrets: Server.Env values, Server.Headers values and the userinfo and
 // query values of Server.URL never enter a ToolSpec, an error or a result

@@ -21,9 +21,13 @@ type Server struct {
 	// Command runs a stdio server as a child process of the worker:
 	// program, then arguments. Zero value: not a stdio server.
 	Command []string
-	// Env is added to the worker's environment for Command. Its values are
-	// secrets (never in a spec, an error or a result). Zero value: the
-	// worker's environment as is.
+	// Env is Command's environment beyond a minimal default: the worker's
+	// HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, LC_CTYPE,
+	// TMPDIR and TZ when set (on Windows, the variables a program needs
+	// to run), and nothing else of the worker's environment, trusted
+	// server or not (it holds the worker's own secrets). Env wins over the
+	// default. Its values are secrets (never in a spec, an error or a
+	// result). Zero value: the default alone.
 	Env map[string]string
 	// URL is a Streamable HTTP server's endpoint. Its userinfo
 	// (user:password@, sent as basic auth) and its query values

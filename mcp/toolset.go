@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -448,12 +451,7 @@ func (t *Toolset) dial(ctx context.Context) (*sdk.ClientSession, *exec.Cmd, erro
 		tr, err = t.srv.Transport()
 	case len(t.srv.Command) > 0:
 		cmd = exec.Command(t.srv.Command[0], t.srv.Command[1:]...)
-		if len(t.srv.Env) > 0 {
-			cmd.Env = os.Environ()
-			for k, v := range t.srv.Env {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-		}
+		cmd.Env = stdioEnv(t.srv.Env)
 		cmd.Stderr = t.opts.Stderr
 		tr = &sdk.CommandTransport{Command: cmd, TerminateDuration: t.opts.CloseTimeout}
 	default:
@@ -516,6 +514,39 @@ func (t *Toolset) Close() error {
 		return nil // a child that exits non-zero on closed stdin is stopped all the same
 	}
 	return &ConnectError{Server: t.srv.Name, Reason: "closing: " + t.red.text(oneLine(err.Error()))}
+}
+
+// defaultEnv names the worker's variables a stdio server inherits: those
+// the MCP TypeScript SDK's getDefaultEnvironment passes, and the locale,
+// the time zone and the temporary directory. No other: the worker's
+// environment holds its own secrets (OPENAI_API_KEY, ...).
+func defaultEnv() []string {
+	if runtime.GOOS == "windows" {
+		return []string{"APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PROCESSOR_ARCHITECTURE",
+			"SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROGRAMFILES"}
+	}
+	return []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ"}
+}
+
+// stdioEnv is a stdio server's environment: the worker's defaultEnv
+// variables that are set, then env (which wins).
+func stdioEnv(env map[string]string) []string {
+	var out []string
+	for _, k := range defaultEnv() {
+		if _, set := env[k]; set {
+			continue
+		}
+		// A value starting with "()" is a shell function, which the
+		// TypeScript SDK skips too.
+		if v, ok := os.LookupEnv(k); ok && !strings.HasPrefix(v, "()") {
+			out = append(out, k+"="+v)
+		}
+	}
+	keys := slices.Sorted(maps.Keys(env))
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
 
 // headerTransport adds headers to every request.

@@ -55,7 +55,7 @@ func mcpFlags(fs *flagSet) *mcpConfig {
 	}
 	fs.Var(server("mcp"), "mcp", "an MCP server the worker runs on stdio: `NAME=COMMAND ARGS...`, one shell-quoted string (repeatable)")
 	fs.Var(server("mcp-url"), "mcp-url", "an MCP server over Streamable HTTP: `NAME=URL` (repeatable)")
-	fs.Var(list(&m.env), "mcp-env", "an environment variable for a stdio server: `NAME=KEY=VALUE` (repeatable; the value is a secret: never in history)")
+	fs.Var(list(&m.env), "mcp-env", "an environment variable for a stdio server, which gets only PATH, HOME and a few more of the worker's: `NAME=KEY=VALUE` (repeatable; the value is a secret: never in history)")
 	fs.Var(list(&m.headers), "mcp-header", "an HTTP header for a URL server: `NAME=Key: Value` (repeatable; the value is a secret: never in history)")
 	fs.Var(list(&m.trust), "mcp-trust", "trust this server's annotations: its idempotentHint makes a tool served on repeat (`NAME`, repeatable)")
 	fs.Var(list(&m.prefix), "mcp-prefix", "expose this server's tools as NAME_TOOL (`NAME`, repeatable)")
