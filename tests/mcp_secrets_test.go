@@ -2,12 +2,18 @@ package tests
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -167,4 +173,99 @@ func TestCLIMCPURLSecretsNeverPrinted(t *testing.T) {
 	t.Logf("unreachable: %s", stderr)
 	assert.Contains(t, stderr, `mcp: server "web": cannot connect`)
 	noURLSecret(t, "unreachable", stderr)
+}
+
+var (
+	envServerOnce sync.Once
+	envServerBin  string
+	envServerErr  error
+	envServerOut  []byte
+)
+
+// mcpEnvServer builds ./mcpenvserver (an MCP server on stdio whose tool
+// env_digest tells a variable's length and SHA-256) once per test binary.
+func mcpEnvServer(t *testing.T) string {
+	t.Helper()
+	envServerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tulip-mcpenvserver")
+		if err != nil {
+			envServerErr = err
+			return
+		}
+		envServerBin = filepath.Join(dir, "mcpenvserver")
+		envServerOut, envServerErr = exec.Command("go", "build", "-o", envServerBin, "./mcpenvserver").CombinedOutput()
+	})
+	require.NoError(t, envServerErr, "%s", envServerOut)
+	return envServerBin
+}
+
+// An Env value given to a stdio server reaches the server (it writes the
+// value to a file, and the SHA-256 it returns is the value's) and never the
+// run's history: not the tool list, not an activity's input, not a result
+// (the tool returns a digest, not the value: a tool that returns a secret
+// puts it in history as its result, which no configuration can prevent).
+// The worker's own OPENAI_API_KEY does not reach the server at all.
+func TestMCPEnvValuesNeverEnterHistory(t *testing.T) {
+	const envSecret = "tok-ENV-zq93-kx" // '-' is not base64: no base64 text holds it by chance
+	const workerSecret = "sk-test-secret"
+	t.Setenv("OPENAI_API_KEY", workerSecret)
+	bin := mcpEnvServer(t)
+	dir := t.TempDir()
+	gotFile, workerFile := filepath.Join(dir, "secret-token.txt"), filepath.Join(dir, "openai-key.txt")
+	f := newFakeOpenAI(t,
+		toolCalls([3]string{"e1", "env_digest", mustJSON(map[string]string{"name": "SECRET_TOKEN", "file": gotFile})},
+			[3]string{"e2", "env_digest", mustJSON(map[string]string{"name": "OPENAI_API_KEY", "file": workerFile})}),
+		answer("done"),
+	)
+	set, err := mcp.Open(context.Background(), []mcp.Server{{Name: "envs", Command: []string{bin},
+		Env: map[string]string{"SECRET_TOKEN": envSecret}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = set.Close() })
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
+	require.NoError(t, err)
+	startWorker(t, c, tq, tworker.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
+
+	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "gpt", Message: "check"})
+	require.NoError(t, err)
+	require.Equal(t, workflow.StatusCompleted, res.Status)
+	assert.Equal(t, "Bearer "+workerSecret, f.authHdr[0], "the worker's key is the model's")
+
+	// The server received the value: where its effect lands, and in the
+	// digest the run recorded.
+	b, err := os.ReadFile(gotFile)
+	require.NoError(t, err)
+	assert.Equal(t, envSecret, string(b))
+	sum := sha256.Sum256([]byte(envSecret))
+	type digest struct {
+		Set    bool   `json:"set"`
+		Len    int    `json:"len"`
+		SHA256 string `json:"sha256"`
+	}
+	digests := map[string]digest{}
+	for _, l := range res.Trace {
+		require.Nil(t, l.Error, "%s", l.CallID)
+		var d digest
+		require.NoError(t, json.Unmarshal(l.Result, &d), "%s", l.Result)
+		digests[l.CallID] = d
+	}
+	assert.Equal(t, digest{Set: true, Len: len(envSecret), SHA256: hex.EncodeToString(sum[:])}, digests["e1"])
+	// The worker's OPENAI_API_KEY is not in the server's environment.
+	assert.False(t, digests["e2"].Set, "OPENAI_API_KEY reached the stdio server")
+	b, err = os.ReadFile(workerFile)
+	require.NoError(t, err)
+	assert.Empty(t, string(b))
+
+	// Nowhere in the history: every decoded payload, and the history's JSON.
+	hist := history(t, c, h.WorkflowID, h.RunID)
+	payloads := payloadText(t, hist)
+	assert.Contains(t, payloads, hex.EncodeToString(sum[:]), "control: the payloads were decoded")
+	assert.Contains(t, payloads, "env_digest", "control: the tool list is in them")
+	hj, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(hist)
+	require.NoError(t, err)
+	for what, text := range map[string]string{"payloads": payloads, "history": string(hj), "trace": mustJSON(res.Trace)} {
+		assert.NotContains(t, text, envSecret, what)
+		assert.NotContains(t, text, workerSecret, what)
+	}
 }
