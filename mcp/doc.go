@@ -30,12 +30,16 @@
 // Connections: one client session per server per process, made on first use,
 // shared by concurrent calls and made again after it breaks. A stdio server
 // (Server.Command) is a child process of the worker: spawned on connect,
-// spawned again when it dies, and stopped by Close.
+// spawned again when it dies, and stopped by Close. It does not inherit the
+// worker's environment: only a minimal default (PATH, HOME, ...; see
+// Server.Env) and Server.Env.
 //
-// Secrets: Server.Env values and Server.Headers values never enter a
-// ToolSpec, an error or a result this package returns (they are replaced by
-// "[redacted]" wherever the server echoes them), so they never reach a
-// run's history; the package logs nothing.
+// Secrets: Server.Env values, Server.Headers values and the userinfo and
+// query values of Server.URL never enter a ToolSpec, an error or a result
+// this package returns (they are replaced by "[redacted]" wherever the
+// server echoes them, and the URL, wherever an error spells it out, by its
+// RedactURL form), so they never reach a run's history; the package logs
+// nothing.
 //
 // Open connects to several servers at once and refuses tool names that
 // clash between them (or with Go tools) unless a prefix separates them.

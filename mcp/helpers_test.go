@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,11 @@ const stdioServerEnv = "TULIP_MCP_TEST_STDIO_SERVER"
 func TestMain(m *testing.M) {
 	if os.Getenv(stdioServerEnv) != "" {
 		srv := newTestServer(nil)
+		// environ: the child's environment, one KEY=VALUE a line.
+		srv.AddTool(&sdk.Tool{Name: "environ", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Join(os.Environ(), "\n")}}}, nil
+			})
 		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
 			os.Exit(1)
 		}

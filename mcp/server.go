@@ -3,6 +3,7 @@ package mcp
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,11 +21,18 @@ type Server struct {
 	// Command runs a stdio server as a child process of the worker:
 	// program, then arguments. Zero value: not a stdio server.
 	Command []string
-	// Env is added to the worker's environment for Command. Its values are
-	// secrets (never in a spec, an error or a result). Zero value: the
-	// worker's environment as is.
+	// Env is Command's environment beyond a minimal default: the worker's
+	// HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, LC_CTYPE,
+	// TMPDIR and TZ when set (on Windows, the variables a program needs
+	// to run), and nothing else of the worker's environment, trusted
+	// server or not (it holds the worker's own secrets). Env wins over the
+	// default. Its values are secrets (never in a spec, an error or a
+	// result). Zero value: the default alone.
 	Env map[string]string
-	// URL is a Streamable HTTP server's endpoint. Zero value: not an HTTP
+	// URL is a Streamable HTTP server's endpoint. Its userinfo
+	// (user:password@, sent as basic auth) and its query values
+	// (?token=...) are secrets: only the URL's redacted form (RedactURL)
+	// is ever put in an error, a spec or a result. Zero value: not an HTTP
 	// server.
 	URL string
 	// Headers are sent on every HTTP request to URL (an Authorization
@@ -78,6 +86,10 @@ func (s Server) Validate() error {
 		n++
 		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			return bad("URL", "must start with http:// or https://")
+		}
+		// The parse error would quote the URL: it is not given.
+		if u, err := url.Parse(s.URL); err != nil || u.Host == "" {
+			return bad("URL", "is not a valid URL (%s)", RedactURL(s.URL))
 		}
 	}
 	if s.Transport != nil {
@@ -139,9 +151,19 @@ func (s Server) ToolName(mcpName string) string {
 	return mcpName
 }
 
+// redactor redacts the server's secrets: its URL whole wherever it is
+// spelled out, and each secret value.
+func (s Server) redactor() redactor {
+	var whole []string
+	for _, f := range urlForms(s.URL) {
+		whole = append(whole, f, RedactURL(s.URL))
+	}
+	return newRedactor(s.secrets(), whole...)
+}
+
 // secrets are the values that must never leave the package.
 func (s Server) secrets() []string {
-	var out []string
+	out := urlSecrets(s.URL)
 	for _, v := range s.Env {
 		out = append(out, v)
 	}
@@ -153,6 +175,93 @@ func (s Server) secrets() []string {
 		}
 	}
 	return out
+}
+
+// RedactURL is raw as it may be shown: scheme://host/path, with "***" for
+// the userinfo and for each query value (the keys are kept), and without
+// the fragment. A value that does not parse as a URL is "***" whole.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		return "***"
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	out := r.String()
+	if u.User != nil {
+		out = strings.Replace(out, "//", "//***@", 1)
+	}
+	if u.RawQuery != "" {
+		var keys []string
+		for _, kv := range strings.Split(u.RawQuery, "&") {
+			k, _, _ := strings.Cut(kv, "=")
+			if k != "" {
+				keys = append(keys, k+"=***")
+			}
+		}
+		out += "?" + strings.Join(keys, "&")
+	}
+	return out
+}
+
+// urlSecrets are the secret parts of a server URL: the user, the password
+// and every query value, as written and decoded.
+func urlSecrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil {
+		return nil
+	}
+	var out []string
+	add := func(v string) {
+		out = append(out, v)
+		if d, err := url.QueryUnescape(v); err == nil && d != v {
+			out = append(out, d)
+		}
+	}
+	if u.User != nil {
+		// As written: between "//" and the authority's last '@'.
+		authority := raw[strings.Index(raw, "//")+2:]
+		if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+			authority = authority[:i]
+		}
+		userinfo := authority[:max(strings.LastIndex(authority, "@"), 0)]
+		user, pass, _ := strings.Cut(userinfo, ":")
+		add(user)
+		add(pass)
+		out = append(out, u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p)
+		}
+	}
+	for _, kv := range strings.Split(u.RawQuery, "&") {
+		if _, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			add(v)
+		}
+	}
+	return out
+}
+
+// urlForms are the ways an error may spell the URL out, each replaced
+// whole by its redacted form, whatever the length of its secrets: as
+// written, as net/url prints it, with the password as "xxxxx"
+// (url.URL.Redacted) or as "***" (net/http's errors), with or without the
+// fragment.
+func urlForms(raw string) []string {
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || (u.User == nil && u.RawQuery == "" && u.Fragment == "") {
+		return nil
+	}
+	forms := []string{raw}
+	for _, f := range []bool{true, false} {
+		v := *u
+		if !f {
+			v.Fragment, v.RawFragment = "", ""
+		}
+		forms = append(forms, v.String(), v.Redacted())
+		if _, ok := v.User.Password(); ok {
+			forms = append(forms, strings.Replace(v.String(), v.User.String()+"@", v.User.Username()+":***@", 1))
+		}
+	}
+	return forms
 }
 
 // Options tune a Toolset. Zero values are documented per field.

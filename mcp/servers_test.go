@@ -257,3 +257,44 @@ func TestMemoryServer(t *testing.T) {
 	b, _ := json.Marshal(specs)
 	assert.NotContains(t, string(b), file)
 }
+
+// environ is the environment a stdio test server was started with.
+func environ(t *testing.T, ts *Toolset) map[string]string {
+	t.Helper()
+	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "environ", Arguments: `{}`})
+	require.NoError(t, err)
+	var blocks []struct{ Text string }
+	require.NoError(t, json.Unmarshal(out.Result, &blocks))
+	require.Len(t, blocks, 1)
+	env := map[string]string{}
+	for _, kv := range strings.Split(blocks[0].Text, "\n") {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// A stdio server, trusted or not, gets a minimal environment (PATH, HOME,
+// ...) and its Env, not the worker's: an API key in the worker's
+// environment does not reach it.
+func TestStdioServerEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret")
+	t.Setenv("PATH", os.Getenv("PATH"))
+	t.Setenv("HOME", "/home/tulip-test")
+	for _, trust := range []bool{false, true} {
+		s := stdioServer(t, "child")
+		s.Trust = trust
+		s.Env["TULIP_MODE"] = "fast" // short: not redacted
+		ts := newToolset(t, s, Options{})
+		env := environ(t, ts)
+		t.Logf("trust=%v: %d variables", trust, len(env))
+		assert.NotContains(t, env, "OPENAI_API_KEY", "trust=%v", trust)
+		for k, v := range env {
+			assert.NotContains(t, v, "sk-test-secret", "trust=%v: %s", trust, k)
+		}
+		assert.Equal(t, os.Getenv("PATH"), env["PATH"], "trust=%v", trust)
+		assert.Equal(t, "/home/tulip-test", env["HOME"], "trust=%v", trust)
+		assert.Equal(t, "fast", env["TULIP_MODE"], "trust=%v: Env is given", trust)
+		assert.Equal(t, "1", env[stdioServerEnv], "trust=%v", trust)
+	}
+}

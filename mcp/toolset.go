@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -83,7 +86,7 @@ func New(s Server, opts Options) (*Toolset, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Toolset{srv: s, opts: opts, red: newRedactor(s.secrets()), listing1: make(chan struct{}, 1)}
+	t := &Toolset{srv: s, opts: opts, red: s.redactor(), listing1: make(chan struct{}, 1)}
 	t.client = sdk.NewClient(&sdk.Implementation{Name: "tulip-temporal", Version: "1"}, &sdk.ClientOptions{
 		// No roots: a server like server-filesystem would take the client's
 		// (empty) roots over the directories it was started with.
@@ -448,12 +451,7 @@ func (t *Toolset) dial(ctx context.Context) (*sdk.ClientSession, *exec.Cmd, erro
 		tr, err = t.srv.Transport()
 	case len(t.srv.Command) > 0:
 		cmd = exec.Command(t.srv.Command[0], t.srv.Command[1:]...)
-		if len(t.srv.Env) > 0 {
-			cmd.Env = os.Environ()
-			for k, v := range t.srv.Env {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-		}
+		cmd.Env = stdioEnv(t.srv.Env)
 		cmd.Stderr = t.opts.Stderr
 		tr = &sdk.CommandTransport{Command: cmd, TerminateDuration: t.opts.CloseTimeout}
 	default:
@@ -518,6 +516,39 @@ func (t *Toolset) Close() error {
 	return &ConnectError{Server: t.srv.Name, Reason: "closing: " + t.red.text(oneLine(err.Error()))}
 }
 
+// defaultEnv names the worker's variables a stdio server inherits: those
+// the MCP TypeScript SDK's getDefaultEnvironment passes, and the locale,
+// the time zone and the temporary directory. No other: the worker's
+// environment holds its own secrets (OPENAI_API_KEY, ...).
+func defaultEnv() []string {
+	if runtime.GOOS == "windows" {
+		return []string{"APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PROCESSOR_ARCHITECTURE",
+			"SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROGRAMFILES"}
+	}
+	return []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ"}
+}
+
+// stdioEnv is a stdio server's environment: the worker's defaultEnv
+// variables that are set, then env (which wins).
+func stdioEnv(env map[string]string) []string {
+	var out []string
+	for _, k := range defaultEnv() {
+		if _, set := env[k]; set {
+			continue
+		}
+		// A value starting with "()" is a shell function, which the
+		// TypeScript SDK skips too.
+		if v, ok := os.LookupEnv(k); ok && !strings.HasPrefix(v, "()") {
+			out = append(out, k+"="+v)
+		}
+	}
+	keys := slices.Sorted(maps.Keys(env))
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
 // headerTransport adds headers to every request.
 type headerTransport struct {
 	headers map[string]string
@@ -546,9 +577,19 @@ const minSecret = 8
 
 const redacted = "[redacted]"
 
-func newRedactor(values []string) redactor {
+// newRedactor replaces values of minSecret bytes or more by "[redacted]",
+// and before them the old strings of whole (old, new pairs) by their new,
+// whatever their length.
+func newRedactor(values []string, whole ...string) redactor {
 	var rd redactor
 	var pairs []string
+	for i := 0; i+1 < len(whole); i += 2 {
+		if whole[i] == "" {
+			continue
+		}
+		rd.secrets = append(rd.secrets, whole[i])
+		pairs = append(pairs, whole[i], whole[i+1])
+	}
 	for _, v := range values {
 		if len(v) < minSecret {
 			continue

@@ -496,3 +496,31 @@ func TestRedactor(t *testing.T) {
 	in := []byte(`{"n": 1.50}`)
 	assert.Equal(t, in, rd.json(in), "untouched when no secret is in it")
 }
+
+// A URL's userinfo and query values are secrets: the redacted form keeps
+// the scheme, host, path and query keys; every spelling of the URL an
+// error may hold is replaced whole, and its secret values alone too.
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://user:pass@mcp.example.com/v1/mcp?token=t0k&api_key=k3y#frag": "https://***@mcp.example.com/v1/mcp?token=***&api_key=***",
+		"https://mcp.example.com/mcp":                                         "https://mcp.example.com/mcp",
+		"http://apikey-only@127.0.0.1:8080/mcp?key":                           "http://***@127.0.0.1:8080/mcp?key=***",
+		"http://h/mcp?key=a%2Fb":                                              "http://h/mcp?key=***",
+		"%zz":                                                                 "***",
+	} {
+		assert.Equal(t, want, RedactURL(raw), raw)
+	}
+
+	raw := "http://user-longname:pass-longword@127.0.0.1:1/mcp?token=short&key=a%2Fvery-long-value"
+	rd := Server{Name: "w", URL: raw}.redactor()
+	red := "http://***@127.0.0.1:1/mcp?token=***&key=***"
+	for _, form := range []string{
+		raw,
+		"http://user-longname:***@127.0.0.1:1/mcp?token=short&key=a%2Fvery-long-value",   // net/http's errors
+		"http://user-longname:xxxxx@127.0.0.1:1/mcp?token=short&key=a%2Fvery-long-value", // url.URL.Redacted
+	} {
+		assert.Equal(t, `Post "`+red+`": refused`, rd.text(`Post "`+form+`": refused`))
+	}
+	assert.Equal(t, "who: [redacted], key: [redacted] [redacted]", rd.text("who: user-longname, key: a/very-long-value a%2Fvery-long-value"))
+	assert.JSONEq(t, `{"u":"`+red+`","p":"[redacted]"}`, string(rd.json([]byte(`{"u":"`+raw+`","p":"pass-longword"}`))))
+}

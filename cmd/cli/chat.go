@@ -203,7 +203,7 @@ func (e *env) explainInterrupt(h agent.Handle, res *workflow.RunResult, c *conn,
 			args, secrets := mf.mcp.resumeArgs()
 			where += args
 			if secrets {
-				where += " (and your --mcp-env / --mcp-header flags)"
+				where += " (and your --mcp-env / --mcp-header flags, and the --mcp-url secrets shown as ***)"
 			}
 		}
 		if db == "" {

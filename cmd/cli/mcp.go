@@ -55,7 +55,7 @@ func mcpFlags(fs *flagSet) *mcpConfig {
 	}
 	fs.Var(server("mcp"), "mcp", "an MCP server the worker runs on stdio: `NAME=COMMAND ARGS...`, one shell-quoted string (repeatable)")
 	fs.Var(server("mcp-url"), "mcp-url", "an MCP server over Streamable HTTP: `NAME=URL` (repeatable)")
-	fs.Var(list(&m.env), "mcp-env", "an environment variable for a stdio server: `NAME=KEY=VALUE` (repeatable; the value is a secret: never in history)")
+	fs.Var(list(&m.env), "mcp-env", "an environment variable for a stdio server, which gets only PATH, HOME and a few more of the worker's: `NAME=KEY=VALUE` (repeatable; the value is a secret: never in history)")
 	fs.Var(list(&m.headers), "mcp-header", "an HTTP header for a URL server: `NAME=Key: Value` (repeatable; the value is a secret: never in history)")
 	fs.Var(list(&m.trust), "mcp-trust", "trust this server's annotations: its idempotentHint makes a tool served on repeat (`NAME`, repeatable)")
 	fs.Var(list(&m.prefix), "mcp-prefix", "expose this server's tools as NAME_TOOL (`NAME`, repeatable)")
@@ -79,7 +79,7 @@ func (m *mcpConfig) build() ([]mcp.Server, error) {
 			if f.flag == "mcp" {
 				return nil, usageError{fmt.Sprintf("--mcp %q: want NAME=COMMAND ARGS...", f.value)}
 			}
-			return nil, usageError{fmt.Sprintf("--mcp-url %q: want NAME=URL", f.value)}
+			return nil, usageError{fmt.Sprintf("--mcp-url %q: want NAME=URL", mcp.RedactURL(f.value))}
 		}
 		if _, dup := index[name]; dup {
 			return nil, usageError{fmt.Sprintf("two MCP servers are named %q", name)}
@@ -216,12 +216,20 @@ func toolsets(set *mcp.Set) []activities.Toolset {
 }
 
 // resumeArgs are the flags that give a resumed worker the same servers;
-// secrets (--mcp-env, --mcp-header) are not repeated: withSecrets says
-// some were given.
+// secrets (--mcp-env, --mcp-header, a URL's userinfo and query values,
+// shown as ***) are not repeated: withSecrets says some were given.
 func (m *mcpConfig) resumeArgs() (args string, withSecrets bool) {
 	var b strings.Builder
 	for _, s := range m.servers {
-		fmt.Fprintf(&b, " --%s %s", s.flag, shellQuote(s.value))
+		v := s.value
+		if s.flag == "mcp-url" {
+			name, u, _ := strings.Cut(v, "=")
+			if red := mcp.RedactURL(strings.TrimSpace(u)); red != strings.TrimSpace(u) {
+				v = name + "=" + red
+				withSecrets = withSecrets || strings.Contains(red, "***")
+			}
+		}
+		fmt.Fprintf(&b, " --%s %s", s.flag, shellQuote(v))
 	}
 	for _, l := range []struct {
 		flag   string
@@ -234,7 +242,7 @@ func (m *mcpConfig) resumeArgs() (args string, withSecrets bool) {
 	if m.approve {
 		b.WriteString(" --approve-destructive")
 	}
-	return b.String(), len(m.env)+len(m.headers) > 0
+	return b.String(), withSecrets || len(m.env)+len(m.headers) > 0
 }
 
 const mcpUsage = "usage: tulip mcp tools --mcp NAME=COMMAND ARGS... | --mcp-url NAME=URL [--mcp-trust NAME] [--mcp-prefix NAME] [--approve-destructive] [--json]"
