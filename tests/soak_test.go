@@ -88,7 +88,8 @@ func tail(s string) string {
 // server for 30 s after a 10 s fault-free baseline: 3 worker processes
 // with a sticky cache of 2, 6 threads (every third started plainly), runs
 // continuing as new every 2 turns, payloads encrypted; a worker SIGKILLed
-// every 3 s, a server restart, a server pause, a proxy drop and delay. The
+// every 3 s, a server restart, a server pause, a proxy drop and delay, two
+// history deletes (a thread's finished runs deleted, as retention would). The
 // checker: runs against the same runs played alone, the services'
 // witnesses, every history replayed. Nothing fires twice, nothing is stuck.
 // The bounds asserted are counts (every thread plays at least one run in
@@ -102,7 +103,7 @@ func TestSoakShort(t *testing.T) {
 
 	sum, stderr, code := runSoak(t, "--workers", "3", "--cache-size", "2", "--threads", "6", "--duration", "30s", "--baseline", "10s",
 		"--kill-every", "3s", "--server-restarts", "1", "--pauses", "1", "--proxy-drops", "1", "--proxy-delays", "1",
-		"--continue-after-turns", "2", "--plain-every", "3", "--codec-key-file", keys)
+		"--continue-after-turns", "2", "--plain-every", "3", "--history-deletes", "2", "--codec-key-file", keys)
 	if code != 0 {
 		t.Log(tail(stderr))
 	}
@@ -117,6 +118,8 @@ func TestSoakShort(t *testing.T) {
 	for _, kind := range []string{"server_restart", "server_pause", "proxy_drop", "proxy_delay"} {
 		assert.Equal(t, 1, sum.Faults[kind], kind)
 	}
+	assert.Equal(t, 2, sum.Faults["history_delete"])
+	assert.Greater(t, sum.DeletedRuns, 0, "threads went on after their runs' histories were deleted")
 	assert.Equal(t, 6, sum.DistinctKeys)
 	assert.Equal(t, sum.DistinctKeys, sum.Refunds)
 	assert.GreaterOrEqual(t, sum.WitnessRequests, sum.Refunds+sum.Pages)
@@ -132,11 +135,16 @@ func TestSoakShort(t *testing.T) {
 // 1, names a run and a call, and counts duplicates.
 func TestSoakControls(t *testing.T) {
 	tulipBinary(t)
-	for _, inject := range []string{"dedup-off", "served-but-ran"} {
+	for _, inject := range []string{"dedup-off", "served-but-ran", "no-thread-store"} {
 		t.Run(inject, func(t *testing.T) {
 			t.Parallel()
+			deletes := "0"
+			if inject == "no-thread-store" {
+				deletes = "3" // the workers keep no thread store while runs are deleted
+			}
 			sum, stderr, code := runSoak(t, "--inject", inject, "--workers", "2", "--threads", "2", "--duration", "10s", "--baseline=-1s",
-				"--kill-every=-1s", "--server-restarts", "0", "--pauses", "0", "--proxy-drops", "0", "--proxy-delays", "0", "--model-latency", "0")
+				"--kill-every=-1s", "--server-restarts", "0", "--pauses", "0", "--proxy-drops", "0", "--proxy-delays", "0", "--model-latency", "0",
+				"--history-deletes", deletes)
 			assert.Equal(t, 1, code)
 			assert.Greater(t, sum.Duplicates, 0)
 			assert.Zero(t, sum.Stuck)

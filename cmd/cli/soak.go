@@ -15,7 +15,7 @@ import (
 // SoakSummary is 'tulip soak --json”s summary line.
 type SoakSummary = soak.Summary
 
-const soakUsage = "usage: tulip soak [--cluster] [--workers N] [--threads T] [--runs R] [--duration D] [--baseline D] [--kill-every D] [--server-restarts K] [--pauses K] [--proxy-drops K] [--proxy-delays K] [--service-kills K] [--continue-after-turns N] [--plain-every N] [--codec-key-file FILE] [--inject dedup-off|served-but-ran] [--json]"
+const soakUsage = "usage: tulip soak [--cluster] [--workers N] [--threads T] [--runs R] [--duration D] [--baseline D] [--kill-every D] [--server-restarts K] [--pauses K] [--proxy-drops K] [--proxy-delays K] [--service-kills K] [--history-deletes K] [--continue-after-turns N] [--plain-every N] [--codec-key-file FILE] [--inject dedup-off|served-but-ran|no-thread-store] [--json]"
 
 func (e *env) soak(args []string) error {
 	fs := e.flags("soak")
@@ -36,11 +36,12 @@ func (e *env) soak(args []string) error {
 	fs.IntVar(&o.ProxyDelays, "proxy-delays", 1, "delay the workers' traffic by --proxy-delay for --pause-for this many times")
 	fs.DurationVar(&o.ProxyDelay, "proxy-delay", 300*time.Millisecond, "the delay a proxy delay adds to each chunk")
 	fs.IntVar(&o.ServiceKills, "service-kills", 4, "with --cluster: SIGKILL a history, matching or frontend process, or restart PostgreSQL, this many times in turn")
+	fs.IntVar(&o.HistoryDeletes, "history-deletes", 0, "delete the closed histories of a random thread's finished runs this many times, as a namespace's retention would (the workers keep threads in a thread store)")
 	fs.IntVar(&o.ContinueAfterTurns, "continue-after-turns", 0, "runs continue as new after this many turns (0: the library's default)")
 	fs.IntVar(&o.PlainEvery, "plain-every", 3, "every Nth thread's runs start plainly (ExecuteWorkflow with thread, model and message only; 0: none)")
 	fs.DurationVar(&o.ModelLatency, "model-latency", 200*time.Millisecond, "how long the workers' scripted model takes to answer")
 	e.codecFlag(fs, &o.CodecKeyFile)
-	fs.StringVar(&o.Inject, "inject", "", "break the workers on purpose, a control the checker must catch: dedup-off or served-but-ran")
+	fs.StringVar(&o.Inject, "inject", "", "break the workers on purpose, a control the checker must catch: dedup-off, served-but-ran, or no-thread-store (with --history-deletes)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON line")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -88,6 +89,7 @@ func (e *env) soakWorker(args []string) error {
 	fs.StringVar(&o.CodecKeyFile, "codec-key-file", "", "")
 	fs.StringVar(&o.Attempts, "attempts", "", "")
 	fs.StringVar(&o.Inject, "inject", "", "")
+	fs.StringVar(&o.ThreadDir, "thread-dir", "", "")
 	fs.DurationVar(&o.ModelLatency, "model-latency", 0, "")
 	level := fs.String("log-level", "error", "")
 	if err := parse(fs, args); err != nil {

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,11 +10,13 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
+	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/demo/witness"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -225,9 +228,15 @@ func countEffects(rs []witness.Request) (effects, retries int) {
 }
 
 // threadLog is the execution log the thread's newest run holds (raw: thin
-// records stay thin; origins, served-from and call ids are all there).
-func threadLog(ctx context.Context, c client.Client, threadID string) ([]Record, error) {
+// records stay thin; origins, served-from and call ids are all there) or,
+// when every run of the thread was deleted (history_delete), the one its
+// thread store holds (nil: none).
+func threadLog(ctx context.Context, c client.Client, threadID string, store activities.Checkpointer) ([]Record, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && store != nil {
+		return storedLog(ctx, store, threadID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("soak: thread %s: %w", threadID, err)
 	}
@@ -263,10 +272,11 @@ func newReplayer(opts tworker.Options, ro sdkworker.WorkflowReplayerOptions) (*r
 }
 
 // replayChain replays run h and the runs it continued as, one history in
-// memory at a time, and returns how many it replayed.
-func (rp *replayer) replayChain(ctx context.Context, c client.Client, workflowID, runID string) (int, error) {
+// memory at a time, and returns how many it replayed. It stops at a run
+// that history_delete deleted.
+func (rp *replayer) replayChain(ctx context.Context, c client.Client, workflowID, runID string, deleted map[string]bool) (int, error) {
 	n := 0
-	for runID != "" {
+	for runID != "" && !deleted[runID] {
 		it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		hist := &historypb.History{}
 		for it.HasNext() {
@@ -297,4 +307,17 @@ func firstLine(s string) string {
 		}
 	}
 	return s
+}
+
+// storedLog is the default agent's log in the thread store's state.
+func storedLog(ctx context.Context, store activities.Checkpointer, threadID string) ([]Record, error) {
+	cp, err := store.Load(ctx, activities.ThreadRef{ThreadID: threadID})
+	if err != nil || cp == nil {
+		return nil, fmt.Errorf("soak: thread %s: every run deleted, and the thread store has it not: %v", threadID, err)
+	}
+	l, err := dedup.Restore(cp.Agents[workflow.DefaultAgent])
+	if err != nil {
+		return nil, fmt.Errorf("soak: thread %s: the stored log: %w", threadID, err)
+	}
+	return l.Records(), nil
 }

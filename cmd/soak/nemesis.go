@@ -20,6 +20,9 @@ const (
 	ProxyDrop = "proxy_drop"
 	// ProxyDelay delays everything between the workers and the server.
 	ProxyDelay = "proxy_delay"
+	// HistoryDelete deletes the closed histories of a thread's finished
+	// runs, as retention would.
+	HistoryDelete = "history_delete"
 )
 
 // ServiceKinds are the kinds --service-kills takes turns over, on a
@@ -77,6 +80,7 @@ type nemesis struct {
 	srv       server
 	proxy     *Proxy
 	workers   *pool
+	deleteRun func(ctx context.Context, rng *rand.Rand) error // a history_delete
 	killEvery time.Duration
 	delay     time.Duration
 	delayFor  time.Duration
@@ -145,6 +149,11 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 			n.mu.Unlock()
 			err = n.workers.spawn()
 		}
+	case HistoryDelete:
+		n.mu.Lock()
+		rng := rand.New(rand.NewPCG(n.rng.Uint64(), 11))
+		n.mu.Unlock()
+		err = n.deleteRun(ctx, rng)
 	case ProxyDrop:
 		n.proxy.Drop()
 	case ProxyDelay:

@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -59,6 +60,10 @@ type Options struct {
 	ProxyDelays int
 	// ProxyDelay is the delay. Zero value: 300ms.
 	ProxyDelay time.Duration
+	// HistoryDeletes deletes, this many times, the closed histories of a
+	// random thread's finished runs, as a namespace's retention would
+	// (the workers keep their threads in a thread store). Zero value: none.
+	HistoryDeletes int
 	// ServiceKills, on a cluster, kills a history, matching or frontend
 	// process, or restarts PostgreSQL, this many times in turn. Zero value:
 	// none.
@@ -89,7 +94,7 @@ type Options struct {
 }
 
 // Injections are Options.Inject's values.
-var Injections = []string{"dedup-off", "served-but-ran"}
+var Injections = []string{"dedup-off", "served-but-ran", "no-thread-store"}
 
 // UsageError is Options that cannot run.
 type UsageError struct{ Msg string }
@@ -135,7 +140,7 @@ func (o *Options) fill() error {
 	switch {
 	case o.Workers < 1 || o.Threads < 1 || o.Runs < 0 || o.Duration < 0:
 		return &UsageError{"workers and threads must be at least 1, runs and duration not negative"}
-	case o.Inject != "" && o.Inject != Injections[0] && o.Inject != Injections[1]:
+	case o.Inject != "" && !slices.Contains(Injections, o.Inject):
 		return &UsageError{fmt.Sprintf("--inject %q: one of %v", o.Inject, Injections)}
 	case o.Address != "" && o.Cluster:
 		return &UsageError{"--address and --cluster exclude each other"}
@@ -170,8 +175,10 @@ type Summary struct {
 	// serves, or reaching one twice (witnesses).
 	Duplicates int `json:"duplicates"`
 	// ReplayedHistories counts the histories replayed (every run of every
-	// chain).
+	// chain); DeletedRuns the runs history_delete faults deleted, which
+	// are not replayed.
 	ReplayedHistories int `json:"replayed_histories"`
+	DeletedRuns       int `json:"deleted_runs"`
 	// Turns and BaselineTurns are the model turns of the fault phase's
 	// runs and of the fault-free phase's.
 	Turns         int `json:"turns"`

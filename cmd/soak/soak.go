@@ -2,21 +2,27 @@ package soak
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/demo/pager"
@@ -37,6 +43,12 @@ type soak struct {
 	w       *workload
 	next    map[int]int // thread -> runs started on it
 	sum     Summary
+
+	mu       sync.Mutex
+	finished map[int]time.Time // thread -> when its last finished run was read
+	deleted  map[string]bool   // runs a history_delete deleted
+	pending  map[int]bool      // threads whose runs are deleted when next idle
+	deletes  int               // history_deletes so far
 }
 
 // Run runs a soak: the fault-free baseline, the fault phase, the checker.
@@ -47,7 +59,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err := o.fill(); err != nil {
 		return Summary{}, err
 	}
-	s := &soak{o: o, sum: Summary{Faults: map[string]int{}}}
+	s := &soak{o: o, sum: Summary{Faults: map[string]int{}}, finished: map[int]time.Time{}, deleted: map[string]bool{}, pending: map[int]bool{}}
 	defer s.close()
 	if err := s.setUp(ctx); err != nil {
 		return Summary{}, err
@@ -113,6 +125,7 @@ func (s *soak) setUp(ctx context.Context) error {
 	if s.o.Inject != "" {
 		args = append(args, "--inject", s.o.Inject)
 	}
+	args = append(args, "--thread-dir", s.threadDir())
 	s.workers = &pool{bin: s.o.Binary, args: args, log: s.o.Log}
 	for range s.o.Workers {
 		if err := s.workers.spawn(); err != nil {
@@ -123,6 +136,9 @@ func (s *soak) setUp(ctx context.Context) error {
 }
 
 func (s *soak) attemptsFile() string { return filepath.Join(s.dir, "attempts.jsonl") }
+
+// threadDir is the workers' thread store.
+func (s *soak) threadDir() string { return filepath.Join(s.dir, "threads") }
 
 func (s *soak) startServer(ctx context.Context) error {
 	var err error
@@ -195,6 +211,10 @@ func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread b
 		mu.Lock()
 		done = append(done, r)
 		mu.Unlock()
+		s.mu.Lock()
+		s.finished[r.thread] = time.Now()
+		s.mu.Unlock()
+		s.idleDelete(ctx, r.thread)
 	})
 	turns := 0
 	for _, r := range done {
@@ -224,6 +244,7 @@ func (s *soak) baseline(ctx context.Context) []*run {
 func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	counts := faultCounts(s.o, s.srv.Kinds())
 	n := newNemesis(s.srv, s.proxy, s.workers, s.o)
+	n.deleteRun = s.deleteHistories
 	for _, c := range counts {
 		n.faults[c.Kind] = 0
 	}
@@ -257,8 +278,11 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 // the kinds the server takes (and the proxy's).
 func faultCounts(o Options, kinds []string) []Count {
 	want := []Count{{ServerRestart, o.ServerRestarts}, {ServerPause, o.Pauses}, {ProxyDrop, o.ProxyDrops}, {ProxyDelay, o.ProxyDelays}}
+	if o.HistoryDeletes > 0 {
+		want = append(want, Count{HistoryDelete, o.HistoryDeletes})
+	}
 	want = append(Spread(o.ServiceKills, ServiceKinds), want...)
-	takes := map[string]bool{ProxyDrop: true, ProxyDelay: true}
+	takes := map[string]bool{ProxyDrop: true, ProxyDelay: true, HistoryDelete: true}
 	for _, k := range kinds {
 		takes[k] = true
 	}
@@ -302,7 +326,7 @@ func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
 	reached := s.checkWitnesses(ref, dups)
 	serviced := map[string]bool{"issue_refund": true, "page_oncall": true}
 	for t, n := range s.next {
-		got, err := threadLog(ctx, s.c, s.w.threadID(t))
+		got, err := threadLog(ctx, s.c, s.w.threadID(t), s.store())
 		if err != nil {
 			s.sum.violate("thread %d: %v", t, err)
 			continue
@@ -383,11 +407,12 @@ func (s *soak) replay(ctx context.Context, runs []*run) error {
 	if err != nil {
 		return err
 	}
+	s.sum.DeletedRuns = len(s.deleted)
 	for _, r := range runs {
 		if r.h.RunID == "" {
 			continue
 		}
-		n, err := rp.replayChain(ctx, s.c, r.h.WorkflowID, r.h.RunID)
+		n, err := rp.replayChain(ctx, s.c, r.h.WorkflowID, r.h.RunID, s.deleted)
 		s.sum.ReplayedHistories += n
 		if err != nil {
 			s.sum.violate("run t%dk%d (%s): %v", r.thread, r.k, r.h.WorkflowID, err)
@@ -416,6 +441,119 @@ func (s *soak) recovery(kills []Kill) error {
 
 func randomID() string {
 	var b [4]byte
-	_, _ = rand.Read(b[:])
+	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// store is the workers' thread store, as the checker reads it (nil with
+// the no-thread-store control).
+func (s *soak) store() activities.Checkpointer {
+	if s.o.Inject == "no-thread-store" {
+		return nil
+	}
+	st, err := threadStore(s.threadDir(), s.o.CodecKeyFile)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+// deleteHistories is a history_delete, as a namespace's retention deletes
+// runs that closed long ago. In turn: the next time a random thread is
+// idle (its run finished, the next not started), every run it has, as
+// when a thread sits idle past retention; or, on a thread that runs, its
+// runs that closed before its last finished run was read (so none the
+// workload still awaits), as retention catches up with a busy thread. The
+// thread's next run continues from the thread store.
+func (s *soak) deleteHistories(ctx context.Context, rng *rand.Rand) error {
+	t := rng.IntN(s.o.Threads)
+	s.mu.Lock()
+	s.deletes++
+	whole := s.deletes%2 == 1
+	if whole {
+		s.pending[t] = true // done (phase) deletes it when the thread is idle
+	}
+	before, ok := s.finished[t]
+	s.mu.Unlock()
+	if whole {
+		return nil
+	}
+	if !ok {
+		return nil // nothing closed yet
+	}
+	n, err := s.deleteRuns(ctx, t, func(e *workflowpb.WorkflowExecutionInfo) bool {
+		ct := e.GetCloseTime()
+		return ct != nil && ct.AsTime().Before(before)
+	})
+	s.progress("history_delete: thread %d (running): %d closed runs deleted", t, n)
+	return err
+}
+
+// idleDelete deletes every run of thread t, idle now, if a history_delete
+// asked for it, and waits until the server has none.
+func (s *soak) idleDelete(ctx context.Context, t int) {
+	s.mu.Lock()
+	pending := s.pending[t]
+	delete(s.pending, t)
+	s.mu.Unlock()
+	if !pending {
+		return
+	}
+	n, err := s.deleteRuns(ctx, t, func(*workflowpb.WorkflowExecutionInfo) bool { return true })
+	if err != nil {
+		s.progress("history_delete: thread %d: %v", t, err)
+	}
+	s.progress("history_delete: thread %d (idle): all %d runs deleted", t, n)
+}
+
+// deleteRuns deletes the closed runs of thread t that del selects, and
+// waits until they are gone.
+func (s *soak) deleteRuns(ctx context.Context, t int, del func(*workflowpb.WorkflowExecutionInfo) bool) (int, error) {
+	thread := s.w.threadID(t)
+	runs := map[string]*workflowpb.WorkflowExecutionInfo{}
+	resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: `WorkflowId = "` + thread + `"`})
+	if err != nil {
+		return 0, fmt.Errorf("listing thread %d: %w", t, err)
+	}
+	for _, e := range resp.GetExecutions() {
+		runs[e.GetExecution().GetRunId()] = e
+	}
+	// The newest run, which visibility may not list yet.
+	if d, err := s.c.DescribeWorkflowExecution(ctx, thread, ""); err == nil {
+		runs[d.GetWorkflowExecutionInfo().GetExecution().GetRunId()] = d.GetWorkflowExecutionInfo()
+	}
+	n := 0
+	for run, e := range runs {
+		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || !del(e) {
+			continue
+		}
+		s.mu.Lock()
+		s.deleted[run] = true // before the delete: a replay that finds it gone knows why
+		s.mu.Unlock()
+		if _, err := s.c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+			Namespace: s.o.Namespace, WorkflowExecution: e.GetExecution()}); err != nil {
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				continue // deleted by an earlier fault
+			}
+			return n, fmt.Errorf("deleting run %s of thread %d: %w", run, t, err)
+		}
+		n++
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for run, e := range runs {
+		if !s.deleted[run] {
+			continue
+		}
+		for wctx.Err() == nil {
+			_, err := s.c.DescribeWorkflowExecution(wctx, thread, e.GetExecution().GetRunId())
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				break
+			}
+			sleep(wctx, 100*time.Millisecond)
+		}
+	}
+	return n, nil
 }

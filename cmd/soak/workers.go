@@ -21,6 +21,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/demo/pager"
@@ -106,6 +107,9 @@ type WorkerOptions struct {
 	Attempts string
 	// Inject is Options.Inject.
 	Inject string
+	// ThreadDir is the workers' thread store (activities.DirStore), shared
+	// by every worker process. Zero value: none.
+	ThreadDir string
 	// ModelLatency is Options.ModelLatency.
 	ModelLatency time.Duration
 	// Ready receives "ready" once the worker polls.
@@ -181,6 +185,13 @@ func workerOptions(opts WorkerOptions) (tworker.Options, error) {
 	case "served-but-ran":
 		wo.Observer = &servedButRan{billing: opts.Billing, pager: opts.Pager}
 	}
+	if opts.ThreadDir != "" && opts.Inject != "no-thread-store" {
+		store, err := threadStore(opts.ThreadDir, opts.CodecKeyFile)
+		if err != nil {
+			return wo, err
+		}
+		wo.Checkpointer = activities.TemporalCheckpointer{Store: store}
+	}
 	return wo, nil
 }
 
@@ -234,4 +245,18 @@ func (a *activityRecorder) ExecuteActivity(ctx context.Context, in *interceptor.
 	a.rec.write(PhaseStart, info)
 	defer a.rec.write(PhaseEnd, info)
 	return a.Next.ExecuteActivity(ctx, in)
+}
+
+// threadStore is the thread store in dir, encrypted with keyFile's keys
+// when there is one.
+func threadStore(dir, keyFile string) (activities.Checkpointer, error) {
+	store := activities.DirStore{Dir: dir}
+	if keyFile != "" {
+		keys, err := codec.LoadKeyFile(keyFile)
+		if err != nil {
+			return nil, err
+		}
+		store.Codec = keys
+	}
+	return store, nil
 }

@@ -314,5 +314,5 @@ func (w *workload) playAlone(ctx context.Context, t, n int, limit time.Duration)
 			return nil, fmt.Errorf("soak: the reference of run %d did not complete: %s %s", k, r.status, r.err)
 		}
 	}
-	return threadLog(ctx, w.c, w.threadID(t))
+	return threadLog(ctx, w.c, w.threadID(t), nil)
 }
