@@ -79,11 +79,17 @@ type Options struct {
 	// during replay (an OpenTelemetry one: github.com/tulip-temporal/tulip/otel).
 	// Zero value: none. Metrics go to the client's MetricsHandler either way.
 	Observer workflow.Observer
+	// MetricAgents lists the agent names that tag this worker's metrics
+	// (label agent); runs of any other agent are tagged "other", so a
+	// client's string never becomes a new series. Zero value: the first
+	// workflow.DefaultMetricAgentLimit (100) distinct agents this worker
+	// runs, then "other". Spans (Observer) carry the name either way.
+	MetricAgents []string
 }
 
 func (o Options) config() workflow.Config {
 	cfg := workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit,
-		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout}
+		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, MetricAgents: o.MetricAgents}
 	for _, ts := range o.Toolsets {
 		cfg.Toolsets = append(cfg.Toolsets, ts.Name())
 	}
