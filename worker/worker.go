@@ -57,6 +57,12 @@ type Options struct {
 	// changes what the logs hold or how calls match. Zero value:
 	// everything.
 	Conversation activities.ConversationPolicy
+	// ConversationCache is the model activity's cache of conversations,
+	// shared by the worker's runs (a conversation it no longer holds is
+	// read from its run). Zero value: activities.DefaultCacheNodes nodes
+	// and activities.DefaultCacheBytes (64 MiB) of messages; set a bound
+	// with activities.NewConversationCacheBytes.
+	ConversationCache *activities.ConversationCache
 	// PayloadLimit is the largest payload a run, a model response or a tool
 	// result may be (tulip.PayloadTooLarge beyond it, before anything is
 	// lost). Zero value: a little under Temporal's 2 MiB; or, when the
@@ -138,6 +144,9 @@ func Register(r Registry, opts Options) error {
 		specs = append(specs, t.Spec())
 	}
 	models := activities.NewModels(opts.Models, specs, opts.Conversation)
+	if opts.ConversationCache != nil {
+		models.Cache = opts.ConversationCache
+	}
 	models.PayloadLimit, models.Toolsets = limit, opts.Toolsets
 	if len(opts.Toolsets) > 0 {
 		ts := activities.Toolsets{Sets: opts.Toolsets, PayloadLimit: limit}
