@@ -135,6 +135,16 @@ type run struct {
 	digest     string               // the digest of the whole conversation
 	baseDigest string               // the digest of messages [0, base)
 
+	// refusing says whether the stream refuses batches from outside the
+	// run (1), takes every batch as runs before did (-1), or does not
+	// know yet (0; stream.go). streamToken is the publisher token of the
+	// run's model activity ("": none); textPieces counts the text pieces
+	// the stream took by turn and attempt (nil: a run that takes every
+	// batch).
+	refusing    int8
+	streamToken string
+	textPieces  map[[2]int]int
+
 	toolsets   []activities.ToolSpec // the toolsets' tools this run read
 	v2         bool                  // thread state, conversation, continue-as-new
 	v3         bool                  // state by reference (refs.go)
