@@ -17,6 +17,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/demo"
 	tulipotel "github.com/tulip-temporal/tulip/otel"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -438,5 +439,70 @@ func TestMetricTagsBounded(t *testing.T) {
 	for _, a := range rejected {
 		assert.Equal(t, invented, a["tulip.tool"], "the span keeps what the model called")
 		assert.Equal(t, "true", a["tulip.tool.unknown"])
+	}
+}
+
+// A near miss with value differences (the refund's amount, a nested
+// reference) puts the differing paths on the span, and neither span nor
+// metric carries a value: the amounts 120.37 and 125.91 and the
+// references SECRET-VALUE-9931 and SECRET-VALUE-4417 appear in no span
+// attribute and no tag. (Metrics carry the reason, not the paths: a path
+// label would be a series per argument shape.)
+func TestNearMissPathsNotValues(t *testing.T) {
+	mm := newMemMetrics()
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(), MetricsHandler: mm})
+	require.NoError(t, err)
+	defer c.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	refundTool := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true},
+		func(_ context.Context, a map[string]any) (map[string]any, error) {
+			return map[string]any{"refunded": true}, nil
+		})
+	secrets := []string{"120.37", "125.91", "SECRET-VALUE-9931", "SECRET-VALUE-4417"}
+	done := "done"
+	script := scenario.Run{Turns: []scenario.Turn{
+		turn(call("c1", "issue_refund", `{"order_id": "ord-1", "amount": 120.37, "note": {"ref": "SECRET-VALUE-9931", "by": "agent"}}`)),
+		turn(call("c2", "issue_refund", `{"order_id": "ord-1", "amount": 125.91, "note": {"ref": "SECRET-VALUE-4417", "by": "agent"}}`)),
+		{Text: &done},
+	}}
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{refundTool}, Models: map[string]activities.Model{"m": script.Model()},
+		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	require.NoError(t, err)
+	require.Len(t, res.Trace, 2)
+	nm := res.Trace[1].NearMiss
+	require.NotNil(t, nm, "the second refund ran although the first is recorded")
+	require.Equal(t, dedup.ReasonArguments, nm.Reason)
+	var paths []string
+	for _, d := range nm.Differences {
+		paths = append(paths, d.Path)
+		assert.NotEmpty(t, d.Now, "the trace (the run's own result) has the values")
+	}
+	sort.Strings(paths)
+	require.Equal(t, []string{"/amount", "/note/ref"}, paths)
+
+	var spanPaths []string
+	for _, s := range exp.GetSpans() {
+		for _, a := range s.Attributes {
+			if a.Key == "tulip.near_miss.paths" {
+				spanPaths = append(spanPaths, a.Value.AsStringSlice()...)
+			}
+			for _, secret := range secrets {
+				assert.NotContains(t, a.Value.Emit(), secret, "span %s attribute %s carries a value", s.Name, a.Key)
+			}
+		}
+	}
+	sort.Strings(spanPaths)
+	assert.Equal(t, paths, spanPaths, "the span names where the arguments differ")
+
+	got := mm.allWithPrefix("tulip_")
+	assert.Equal(t, int64(1), got[workflow.MetricNearMisses+"{agent=support,reason=arguments,tool=issue_refund}"])
+	for k := range got {
+		for _, secret := range secrets {
+			assert.NotContains(t, k, secret, "a metric tag carries a value")
+		}
 	}
 }
