@@ -192,7 +192,7 @@ type Models struct {
 }
 
 // NewModels returns the model activity for models, tools and policy, with
-// a conversation cache of DefaultCacheNodes nodes.
+// a conversation cache of DefaultCacheNodes nodes and DefaultCacheBytes.
 func NewModels(models map[string]Model, tools []ToolSpec, policy ConversationPolicy) *Models {
 	return &Models{ByName: models, Tools: tools, Policy: policy, Cache: NewConversationCache(DefaultCacheNodes)}
 }

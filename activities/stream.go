@@ -2,6 +2,9 @@ package activities
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +47,20 @@ type TextItem struct {
 // (zero: 300) is one piece, sent to the run's stream by signal.
 type TextStream struct {
 	BatchMillis int `json:"batch_ms,omitempty"`
+	// Publisher is the run's publisher token: the activity's publisher id
+	// is PublisherID(Publisher, turn, attempt), and the run appends only
+	// batches from such ids (it refuses anyone else's). Empty in runs
+	// recorded before the run refused them.
+	Publisher string `json:"publisher,omitempty"`
+}
+
+// PublisherID is the publisher id of the model activity's attempt for a
+// run's token: token/turn/attempt/16 random hex digits (an attempt is a
+// publisher of its own, its sequence from 1).
+func PublisherID(token string, turn, attempt int) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%d/%s", token, turn, attempt, hex.EncodeToString(b[:]))
 }
 
 // Streamed, in a ModelResponse, says the model activity streamed the
@@ -85,8 +102,11 @@ func (m *Models) textStream(ctx context.Context, in ModelInput, req *ModelReques
 	t := &textPublisher{turn: in.Turn, attempt: int(info.Attempt)}
 	// The publisher's sender makes the pieces: each batch, the deltas so
 	// far become one piece, sent in that batch.
-	t.pub = streams.NewPublisher(c, info.WorkflowExecution.ID, info.WorkflowExecution.RunID,
-		streams.PublisherOptions{BatchInterval: interval, OnBatch: t.cut})
+	opts := streams.PublisherOptions{BatchInterval: interval, OnBatch: t.cut}
+	if in.TextStream.Publisher != "" {
+		opts.ID = PublisherID(in.TextStream.Publisher, in.Turn, t.attempt)
+	}
+	t.pub = streams.NewPublisher(c, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, opts)
 	req.OnText = func(delta string) {
 		if delta == "" {
 			return

@@ -16,6 +16,7 @@ package otel
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -45,8 +46,14 @@ func (o *Observer) Decision(d workflow.Decision) {
 		attribute.String("tulip.agent", d.Agent),
 		attribute.Int("tulip.turn", d.Turn),
 		attribute.String("tulip.call_id", d.CallID),
-		attribute.String("tulip.tool", d.Tool),
+		attribute.String("tulip.tool", spanToolName(d.Tool)),
 		attribute.String("tulip.outcome", string(d.Outcome)),
+	}
+	if d.UnknownTool {
+		// A name the model invented: kept on the span (a span attribute
+		// is no metric label, and the name shows what the model tried),
+		// cut to maxToolName bytes; metrics tag it "unknown".
+		attrs = append(attrs, attribute.Bool("tulip.tool.unknown", true))
 	}
 	if d.Thread != "" {
 		attrs = append(attrs, attribute.String("tulip.thread", d.Thread))
@@ -72,6 +79,22 @@ func (o *Observer) Decision(d workflow.Decision) {
 		span.SetStatus(codes.Error, "the call's outcome is an error")
 	}
 	span.End(trace.WithTimestamp(d.At))
+}
+
+// maxToolName bounds the tool name on a span: a real tool's name is short
+// (OpenAI allows 64 characters), an invented one may be anything.
+const maxToolName = 128
+
+// spanToolName is name cut to maxToolName bytes, on a rune boundary.
+func spanToolName(name string) string {
+	if len(name) <= maxToolName {
+		return name
+	}
+	cut := maxToolName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "…"
 }
 
 // ModelCall implements workflow.Observer: a span "tulip.model" from the

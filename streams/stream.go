@@ -31,6 +31,13 @@ type Options struct {
 	// PublisherTTL is how long a publisher's last sequence is kept for
 	// deduplication across continue-as-new. Zero: 15 minutes.
 	PublisherTTL time.Duration
+	// Accept, when set, decides whether a batch published by signal (not
+	// a duplicate) is appended: a batch it refuses is dropped whole, and
+	// its publisher's sequence is not kept. It runs in workflow code, in
+	// the order batches arrive (replay calls it again for the same
+	// batches). Zero value: every batch (anyone who can signal the run
+	// publishes, on any topic).
+	Accept func(PublishInput) bool `json:"-"`
 }
 
 func (o Options) withDefaults() Options {
@@ -242,10 +249,13 @@ func (s *Stream) Truncate(upTo int64) error {
 }
 
 func (s *Stream) onPublish(in PublishInput) {
+	if in.PublisherID != "" && in.Sequence <= s.seqs[in.PublisherID] {
+		return // a retried batch already appended
+	}
+	if s.opts.Accept != nil && !s.opts.Accept(in) {
+		return
+	}
 	if in.PublisherID != "" {
-		if in.Sequence <= s.seqs[in.PublisherID] {
-			return // a retried batch already appended
-		}
 		s.seqs[in.PublisherID] = in.Sequence
 		s.seen[in.PublisherID] = float64(s.now().Unix())
 	}

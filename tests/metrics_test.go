@@ -17,22 +17,55 @@ import (
 
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/demo"
 	tulipotel "github.com/tulip-temporal/tulip/otel"
+	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // memMetrics is an in-memory client.MetricsHandler: counter sums and
-// timer/gauge observation counts by name and sorted tags.
+// timer/gauge observation counts by name and sorted tags (some tags in
+// counts, every tag but the SDK's in all).
 type memMetrics struct {
 	mu     *sync.Mutex
 	tags   map[string]string
 	counts map[string]int64
+	all    map[string]int64
 }
 
 func newMemMetrics() *memMetrics {
-	return &memMetrics{mu: &sync.Mutex{}, tags: map[string]string{}, counts: map[string]int64{}}
+	return &memMetrics{mu: &sync.Mutex{}, tags: map[string]string{}, counts: map[string]int64{}, all: map[string]int64{}}
+}
+
+// sdkTags are the tags the SDK adds to every metric.
+var sdkTags = map[string]bool{"activity_type": true, "client_name": true, "namespace": true, "task_queue": true,
+	"worker_type": true, "workflow_type": true}
+
+// fullKey is name with every tag but the SDK's, sorted.
+func (m *memMetrics) fullKey(name string) string {
+	var parts []string
+	for k, v := range m.tags {
+		if !sdkTags[k] {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	sort.Strings(parts)
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// allWithPrefix is all's entries whose key starts with prefix.
+func (m *memMetrics) allWithPrefix(prefix string) map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int64{}
+	for k, v := range m.all {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func (m *memMetrics) key(name string) string {
@@ -47,7 +80,7 @@ func (m *memMetrics) key(name string) string {
 }
 
 func (m *memMetrics) WithTags(t map[string]string) client.MetricsHandler {
-	n := &memMetrics{mu: m.mu, tags: map[string]string{}, counts: m.counts}
+	n := &memMetrics{mu: m.mu, tags: map[string]string{}, counts: m.counts, all: m.all}
 	for k, v := range m.tags {
 		n.tags[k] = v
 	}
@@ -58,21 +91,28 @@ func (m *memMetrics) WithTags(t map[string]string) client.MetricsHandler {
 }
 
 type memCounter struct {
-	m   *memMetrics
-	key string
+	m        *memMetrics
+	key, all string
 }
 
 func (c memCounter) Inc(n int64) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	c.m.counts[c.key] += n
+	c.m.all[c.all] += n
 }
 func (c memCounter) Update(float64)       { c.Inc(1) }
 func (c memCounter) Record(time.Duration) { c.Inc(1) }
 
-func (m *memMetrics) Counter(name string) client.MetricsCounter { return memCounter{m, m.key(name)} }
-func (m *memMetrics) Gauge(name string) client.MetricsGauge     { return memCounter{m, m.key(name)} }
-func (m *memMetrics) Timer(name string) client.MetricsTimer     { return memCounter{m, m.key(name)} }
+func (m *memMetrics) Counter(name string) client.MetricsCounter {
+	return memCounter{m, m.key(name), m.fullKey(name)}
+}
+func (m *memMetrics) Gauge(name string) client.MetricsGauge {
+	return memCounter{m, m.key(name), m.fullKey(name)}
+}
+func (m *memMetrics) Timer(name string) client.MetricsTimer {
+	return memCounter{m, m.key(name), m.fullKey(name)}
+}
 
 func (m *memMetrics) get(key string) int64 {
 	m.mu.Lock()
@@ -338,4 +378,131 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 		runID = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 	}
 	assert.Equal(t, want, got(), "after replaying every run")
+}
+
+// Metric tags are bounded: a tool the model invents is tagged "unknown"
+// (its name would be a new series per invention), and an agent the
+// worker's MetricAgents does not list is tagged "other" (RunInput.Agent is
+// any client's string). The span keeps the invented name, marked
+// tulip.tool.unknown.
+func TestMetricTagsBounded(t *testing.T) {
+	mm := newMemMetrics()
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(), MetricsHandler: mm})
+	require.NoError(t, err)
+	defer c.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	const invented, agentName = "drop_database_7731", "client-invented-agent-77"
+	done := "done"
+	script := scenario.Run{Turns: []scenario.Turn{
+		turn(call("c1", invented, `{}`), call("c2", "lookup_order", `{"order_id": "ord-1"}`)),
+		{Text: &done},
+	}}
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Models: map[string]activities.Model{"m": script.Model()},
+		MetricAgents: []string{"support"}, Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
+	for _, agentIn := range []string{"", agentName} { // "": the default agent, support
+		_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Agent: agentIn})
+		require.NoError(t, err)
+		require.Equal(t, workflow.StatusCompleted, res.Status)
+		require.Len(t, res.Trace, 2)
+		require.Equal(t, workflow.OutcomeRejected, res.Trace[0].Outcome)
+		require.Equal(t, invented, res.Trace[0].Tool)
+	}
+	got := mm.allWithPrefix("tulip_")
+	for k := range got {
+		assert.NotContains(t, k, invented, "an invented tool name is no tag value")
+		assert.NotContains(t, k, agentName, "an unlisted agent is no tag value")
+	}
+	calls := mm.allWithPrefix(workflow.MetricToolCalls + "{")
+	assert.Equal(t, map[string]int64{
+		workflow.MetricToolCalls + "{agent=support,outcome=rejected,tool=unknown}":      1,
+		workflow.MetricToolCalls + "{agent=support,outcome=executed,tool=lookup_order}": 1,
+		workflow.MetricToolCalls + "{agent=other,outcome=rejected,tool=unknown}":        1,
+		workflow.MetricToolCalls + "{agent=other,outcome=executed,tool=lookup_order}":   1,
+	}, calls)
+	assert.Equal(t, int64(2), got[workflow.MetricModelTurnLatency+"{agent=support,model=m}"])
+	assert.Equal(t, int64(2), got[workflow.MetricModelTurnLatency+"{agent=other,model=m}"])
+
+	var rejected []map[string]string
+	for _, s := range exp.GetSpans() {
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		if s.Name == "tulip.decision" && attrs["tulip.outcome"] == "rejected" {
+			rejected = append(rejected, attrs)
+		}
+	}
+	require.Len(t, rejected, 2)
+	for _, a := range rejected {
+		assert.Equal(t, invented, a["tulip.tool"], "the span keeps what the model called")
+		assert.Equal(t, "true", a["tulip.tool.unknown"])
+	}
+}
+
+// A near miss with value differences (the refund's amount, a nested
+// reference) puts the differing paths on the span, and neither span nor
+// metric carries a value: the amounts 120.37 and 125.91 and the
+// references SECRET-VALUE-9931 and SECRET-VALUE-4417 appear in no span
+// attribute and no tag. (Metrics carry the reason, not the paths: a path
+// label would be a series per argument shape.)
+func TestNearMissPathsNotValues(t *testing.T) {
+	mm := newMemMetrics()
+	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(), MetricsHandler: mm})
+	require.NoError(t, err)
+	defer c.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	refundTool := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true},
+		func(_ context.Context, a map[string]any) (map[string]any, error) {
+			return map[string]any{"refunded": true}, nil
+		})
+	secrets := []string{"120.37", "125.91", "SECRET-VALUE-9931", "SECRET-VALUE-4417"}
+	done := "done"
+	script := scenario.Run{Turns: []scenario.Turn{
+		turn(call("c1", "issue_refund", `{"order_id": "ord-1", "amount": 120.37, "note": {"ref": "SECRET-VALUE-9931", "by": "agent"}}`)),
+		turn(call("c2", "issue_refund", `{"order_id": "ord-1", "amount": 125.91, "note": {"ref": "SECRET-VALUE-4417", "by": "agent"}}`)),
+		{Text: &done},
+	}}
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{refundTool}, Models: map[string]activities.Model{"m": script.Model()},
+		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	require.NoError(t, err)
+	require.Len(t, res.Trace, 2)
+	nm := res.Trace[1].NearMiss
+	require.NotNil(t, nm, "the second refund ran although the first is recorded")
+	require.Equal(t, dedup.ReasonArguments, nm.Reason)
+	var paths []string
+	for _, d := range nm.Differences {
+		paths = append(paths, d.Path)
+		assert.NotEmpty(t, d.Now, "the trace (the run's own result) has the values")
+	}
+	sort.Strings(paths)
+	require.Equal(t, []string{"/amount", "/note/ref"}, paths)
+
+	var spanPaths []string
+	for _, s := range exp.GetSpans() {
+		for _, a := range s.Attributes {
+			if a.Key == "tulip.near_miss.paths" {
+				spanPaths = append(spanPaths, a.Value.AsStringSlice()...)
+			}
+			for _, secret := range secrets {
+				assert.NotContains(t, a.Value.Emit(), secret, "span %s attribute %s carries a value", s.Name, a.Key)
+			}
+		}
+	}
+	sort.Strings(spanPaths)
+	assert.Equal(t, paths, spanPaths, "the span names where the arguments differ")
+
+	got := mm.allWithPrefix("tulip_")
+	assert.Equal(t, int64(1), got[workflow.MetricNearMisses+"{agent=support,reason=arguments,tool=issue_refund}"])
+	for k := range got {
+		for _, secret := range secrets {
+			assert.NotContains(t, k, secret, "a metric tag carries a value")
+		}
+	}
 }

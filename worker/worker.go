@@ -57,6 +57,12 @@ type Options struct {
 	// changes what the logs hold or how calls match. Zero value:
 	// everything.
 	Conversation activities.ConversationPolicy
+	// ConversationCache is the model activity's cache of conversations,
+	// shared by the worker's runs (a conversation it no longer holds is
+	// read from its run). Zero value: activities.DefaultCacheNodes nodes
+	// and activities.DefaultCacheBytes (64 MiB) of messages; set a bound
+	// with activities.NewConversationCacheBytes.
+	ConversationCache *activities.ConversationCache
 	// PayloadLimit is the largest payload a run, a model response or a tool
 	// result may be (tulip.PayloadTooLarge beyond it, before anything is
 	// lost). Zero value: a little under Temporal's 2 MiB; or, when the
@@ -79,11 +85,17 @@ type Options struct {
 	// during replay (an OpenTelemetry one: github.com/tulip-temporal/tulip/otel).
 	// Zero value: none. Metrics go to the client's MetricsHandler either way.
 	Observer workflow.Observer
+	// MetricAgents lists the agent names that tag this worker's metrics
+	// (label agent); runs of any other agent are tagged "other", so a
+	// client's string never becomes a new series. Zero value: the first
+	// workflow.DefaultMetricAgentLimit (100) distinct agents this worker
+	// runs, then "other". Spans (Observer) carry the name either way.
+	MetricAgents []string
 }
 
 func (o Options) config() workflow.Config {
 	cfg := workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit,
-		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout}
+		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, MetricAgents: o.MetricAgents}
 	for _, ts := range o.Toolsets {
 		cfg.Toolsets = append(cfg.Toolsets, ts.Name())
 	}
@@ -132,6 +144,9 @@ func Register(r Registry, opts Options) error {
 		specs = append(specs, t.Spec())
 	}
 	models := activities.NewModels(opts.Models, specs, opts.Conversation)
+	if opts.ConversationCache != nil {
+		models.Cache = opts.ConversationCache
+	}
 	models.PayloadLimit, models.Toolsets = limit, opts.Toolsets
 	store := threadStore(opts.Checkpointer)
 	models.Store = store

@@ -48,10 +48,10 @@ func (r *run) loop(ctx wf.Context) error {
 		var resp activities.ModelResponse
 		start := wf.Now(ctx)
 		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, r.modelInput()).Get(ctx, &resp); err != nil {
-			r.observeModel(ctx, start, 0, true)
+			r.observeModel(ctx, start, 0, err)
 			return err
 		}
-		r.observeModel(ctx, start, len(resp.ToolCalls), false)
+		r.observeModel(ctx, start, len(resp.ToolCalls), nil)
 		r.publishAnswer(resp)
 		if err := r.changeHooks(HooksInput{Install: resp.InstallHooks, Remove: resp.RemoveHooks}); err != nil {
 			return err

@@ -3,13 +3,16 @@ package workflow
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
+	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/dedup"
 )
 
@@ -22,6 +25,14 @@ import (
 // first one emitted and died is emitted by both (a scrape-based exporter
 // loses the dead process's counts with it; a push-based one may have sent
 // them).
+//
+// Every tag value is bounded (a Prometheus series per value): tool is a
+// tool of the run (the worker's, or a toolset's) or UnknownTag for a name
+// the model invented; agent is the run's agent when the worker's bound lets it through (its
+// MetricAgents, or at most DefaultMetricAgentLimit distinct names a
+// worker, then OtherTag); model is a model the worker has (UnknownTag for
+// one it has not); outcome, relation, reason, hook and kind come from
+// fixed sets or the worker's configuration.
 const (
 	// MetricToolCalls counts tool-call decisions; tags tool, agent,
 	// outcome (the trace's), relation (for served calls).
@@ -47,6 +58,80 @@ const (
 	MetricModelTurnLatency = "tulip_model_turn_latency"
 )
 
+// Tag values that stand for many: a tool the model named that the run
+// does not have (an invented name would be a new series per invention),
+// and an agent beyond the worker's bound.
+const (
+	UnknownTag = "unknown"
+	OtherTag   = "other"
+)
+
+// DefaultMetricAgentLimit is how many distinct agent names a worker tags
+// its metrics with when its configuration lists none (Config.MetricAgents):
+// the first this many it sees, in the order it sees them; later ones are
+// tagged OtherTag.
+const DefaultMetricAgentLimit = 100
+
+// agentTags bounds the agent tag: a list of known agents, or the first
+// DefaultMetricAgentLimit seen. Safe for concurrent use (one per worker).
+type agentTags struct {
+	known map[string]bool // nil: the first limit seen
+	mu    sync.Mutex
+	seen  map[string]bool
+	limit int
+}
+
+func newAgentTags(known []string) *agentTags {
+	a := &agentTags{seen: map[string]bool{}, limit: DefaultMetricAgentLimit}
+	if known != nil {
+		a.known = map[string]bool{}
+		for _, k := range known {
+			a.known[k] = true
+		}
+	}
+	return a
+}
+
+// tag is agent's tag value.
+func (a *agentTags) tag(agent string) string {
+	if a == nil {
+		return agent
+	}
+	if a.known != nil {
+		if a.known[agent] {
+			return agent
+		}
+		return OtherTag
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen[agent] {
+		return agent
+	}
+	if len(a.seen) < a.limit {
+		a.seen[agent] = true
+		return agent
+	}
+	return OtherTag
+}
+
+// agentTag is the agent tag of this run's metrics.
+func (r *run) agentTag() string {
+	if r.metricAgent == "" {
+		r.metricAgent = r.cfg.agents.tag(r.in.Agent)
+	}
+	return r.metricAgent
+}
+
+// toolTag is the tool tag of a call of name: the name of a tool this run
+// has, UnknownTag otherwise.
+func (r *run) toolTag(name string) string {
+	if _, ok := r.tools[name]; ok {
+		return name
+	}
+	return UnknownTag
+}
+
 // Decision is one tool-call decision, for an Observer: no arguments and no
 // results (they may be secret), the downstream key only as a hash.
 type Decision struct {
@@ -54,8 +139,11 @@ type Decision struct {
 	Agent, Thread     string
 	Turn              int
 	CallID, Tool      string
-	Outcome           Outcome
-	Relation          dedup.Relation
+	// UnknownTool says the run has no tool named Tool (the model invented
+	// it; the call was rejected): metrics tag it UnknownTag.
+	UnknownTool bool
+	Outcome     Outcome
+	Relation    dedup.Relation
 	// ServedFrom is the record a served call was served from, or -1.
 	ServedFrom int
 	// KeyHash is the first 16 hex digits of SHA-256 of the downstream key
@@ -148,23 +236,24 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 		return
 	}
 	mh := wf.GetMetricsHandler(ctx)
-	tags := map[string]string{"tool": l.Tool, "agent": r.in.Agent, "outcome": string(l.Outcome)}
+	tool, agent := r.toolTag(l.Tool), r.agentTag()
+	tags := map[string]string{"tool": tool, "agent": agent, "outcome": string(l.Outcome)}
 	if l.Relation != "" {
 		tags["relation"] = string(l.Relation) // served calls only: no empty tag values
 	}
 	mh.WithTags(tags).Counter(MetricToolCalls).Inc(1)
 	if l.Outcome == OutcomeCached {
-		mh.WithTags(map[string]string{"tool": l.Tool, "agent": r.in.Agent, "relation": string(l.Relation)}).Counter(MetricServedCalls).Inc(1)
+		mh.WithTags(map[string]string{"tool": tool, "agent": agent, "relation": string(l.Relation)}).Counter(MetricServedCalls).Inc(1)
 	}
 	if l.NearMiss != nil {
-		mh.WithTags(map[string]string{"tool": l.Tool, "agent": r.in.Agent, "reason": string(l.NearMiss.Reason)}).Counter(MetricNearMisses).Inc(1)
+		mh.WithTags(map[string]string{"tool": tool, "agent": agent, "reason": string(l.NearMiss.Reason)}).Counter(MetricNearMisses).Inc(1)
 	}
 	if r.cfg.Observer == nil {
 		return
 	}
 	info := wf.GetInfo(ctx)
 	d := Decision{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Agent: r.in.Agent, Thread: r.in.ThreadID,
-		Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, Relation: l.Relation, ServedFrom: -1,
+		Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, UnknownTool: r.tools[l.Tool] == nil, Outcome: l.Outcome, Relation: l.Relation, ServedFrom: -1,
 		Failed: l.Error != nil, At: wf.Now(ctx)}
 	if l.ServedFrom != nil {
 		d.ServedFrom = *l.ServedFrom
@@ -182,13 +271,19 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 	r.cfg.Observer.Decision(d)
 }
 
-// observeModel reports a model call.
-func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, failed bool) {
+// observeModel reports a model call; err is its failure, or nil.
+func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, err error) {
 	if !r.once(ctx, fmt.Sprintf("model/%d", r.turn)) {
 		return
 	}
+	failed := err != nil
+	model := r.in.Model
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == activities.ErrUnknownModel {
+		model = UnknownTag // the client's name, which no worker has
+	}
 	end := wf.Now(ctx)
-	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "model": r.in.Model}).
+	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.agentTag(), "model": model}).
 		Timer(MetricModelTurnLatency).Record(end.Sub(start))
 	if r.cfg.Observer == nil {
 		return
@@ -204,7 +299,7 @@ func (r *run) count(ctx wf.Context, key, name string, n int64, tags ...string) {
 	if !r.once(ctx, key) {
 		return
 	}
-	m := map[string]string{"agent": r.in.Agent}
+	m := map[string]string{"agent": r.agentTag()}
 	for i := 0; i+1 < len(tags); i += 2 {
 		m[tags[i]] = tags[i+1]
 	}
@@ -223,5 +318,5 @@ func (r *run) gaugeOf(ctx wf.Context, key, name string, v func() int, kind strin
 	if !r.once(ctx, key) {
 		return
 	}
-	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.in.Agent, "kind": kind}).Gauge(name).Update(float64(v()))
+	wf.GetMetricsHandler(ctx).WithTags(map[string]string{"agent": r.agentTag(), "kind": kind}).Gauge(name).Update(float64(v()))
 }

@@ -1,9 +1,12 @@
 package workflow
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	wf "go.temporal.io/sdk/workflow"
@@ -85,12 +88,86 @@ func (r *run) openStream(ctx wf.Context) error {
 	if c := r.in.Continued; c != nil {
 		prior = c.Stream
 	}
-	s, err := streams.New(ctx, prior, streams.Options{CarryBytes: streamCarryBytes})
+	opts := streams.Options{CarryBytes: streamCarryBytes}
+	// Runs recorded before the run refused other publishers append every
+	// batch signalled to them, as they did. A run that streams text asks
+	// at its start (its model activity needs the token); any other asks
+	// when a batch first arrives, so that a stream nobody publishes to
+	// adds no event.
+	if r.in.Stream != nil && r.in.Stream.Text {
+		if err := r.streamVersion(ctx); err != nil {
+			return err
+		}
+	}
+	logger := wf.GetLogger(ctx)
+	opts.Accept = func(in streams.PublishInput) bool {
+		if r.refusing == 0 {
+			_ = r.streamVersion(ctx) // no token to draw: never fails
+		}
+		if r.refusing < 0 {
+			return true
+		}
+		if why := r.refusePublish(in); why != "" {
+			logger.Warn("tulip: a batch published to the run's stream from outside the run was dropped",
+				"publisher_id", in.PublisherID, "items", len(in.Items), "why", why)
+			return false
+		}
+		return true
+	}
+	s, err := streams.New(ctx, prior, opts)
 	if err != nil {
 		return err
 	}
 	r.stream = s
 	return nil
+}
+
+// streamVersion decides whether the run refuses batches from outside it
+// (refusing), and draws the model activity's publisher token when the
+// run streams text.
+func (r *run) streamVersion(ctx wf.Context) error {
+	if wf.GetVersion(ctx, "tulip-stream-publishers", wf.DefaultVersion, 1) != 1 {
+		r.refusing = -1
+		return nil
+	}
+	r.refusing = 1
+	r.textPieces = map[[2]int]int{}
+	if r.in.Stream == nil || !r.in.Stream.Text {
+		return nil
+	}
+	// Random, in this run's history only (a side effect).
+	return wf.SideEffect(ctx, func(wf.Context) any {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}).Get(&r.streamToken)
+}
+
+// refusePublish says why a batch signalled to the run's stream is not
+// the run's own ("" when it is). Only the model activity publishes by
+// signal, on tulip.text, under the run's token (activities.PublisherID);
+// tulip.calls and everything else come from the workflow itself. Each
+// text piece it takes is counted for its turn and attempt (publishAnswer).
+func (r *run) refusePublish(in streams.PublishInput) string {
+	if r.streamToken == "" {
+		return "the run takes no items by signal"
+	}
+	rest, ok := strings.CutPrefix(in.PublisherID, r.streamToken+"/")
+	if !ok {
+		return "not the run's publisher"
+	}
+	var turn, attempt int
+	var nonce string
+	if n, _ := fmt.Sscanf(strings.ReplaceAll(rest, "/", " "), "%d %d %s", &turn, &attempt, &nonce); n != 3 {
+		return "not the run's publisher"
+	}
+	for _, it := range in.Items {
+		if it.Topic != activities.TopicText {
+			return "topic " + it.Topic + " is not the model activity's"
+		}
+	}
+	r.textPieces[[2]int{turn, attempt}] += len(in.Items)
+	return ""
 }
 
 // publishLine publishes a trace line's decision (workflow code: replay
@@ -150,7 +227,10 @@ func (r *run) publishAnswer(resp activities.ModelResponse) {
 	}
 	r.stream.Sync() // the pieces the model activity sent come first
 	it := activities.TextItem{Turn: r.turn, Done: true}
-	if s := resp.Streamed; s != nil {
+	// A Done item that names pieces the run did not take (an activity
+	// that published under no token: a worker older than the token)
+	// carries the whole answer instead.
+	if s := resp.Streamed; s != nil && (r.textPieces == nil || r.textPieces[[2]int{r.turn, s.Attempt}] >= s.Pieces) {
 		it.Attempt, it.Seq = s.Attempt, s.Pieces
 	} else {
 		it.Delta = resp.Text
@@ -163,7 +243,7 @@ func (r *run) textStream() *activities.TextStream {
 	if r.stream == nil || r.in.Stream == nil || !r.in.Stream.Text {
 		return nil
 	}
-	return &activities.TextStream{BatchMillis: r.in.Stream.BatchMillis}
+	return &activities.TextStream{BatchMillis: r.in.Stream.BatchMillis, Publisher: r.streamToken}
 }
 
 // StreamGrace is how long a closing run waits for its subscribers to read

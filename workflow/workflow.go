@@ -45,8 +45,15 @@ type Config struct {
 	// during replay, and once per worker; see observe.go). Zero value: none; metrics go to the SDK's metrics
 	// handler either way.
 	Observer Observer
+	// MetricAgents lists the agents whose names tag the worker's metrics;
+	// any other agent is tagged OtherTag. Nil: the first
+	// DefaultMetricAgentLimit distinct names the worker sees, then
+	// OtherTag (a label's values must be bounded: RunInput.Agent is any
+	// client's string). Spans and the Observer get the name either way.
+	MetricAgents []string
 
-	emitted *emitted // what this worker emitted (observe.go)
+	emitted *emitted   // what this worker emitted (observe.go)
+	agents  *agentTags // the agent tag's bound (observe.go)
 }
 
 // DefaultPayloadLimit is a little under Temporal's default 2 MiB blob limit.
@@ -69,6 +76,7 @@ func New(cfg Config) (Func, error) {
 		return nil, fmt.Errorf("tulip: PayloadLimit %d is below the minimum %d (use -1 for no limit)", cfg.PayloadLimit, MinPayloadLimit)
 	}
 	cfg.emitted = newEmitted()
+	cfg.agents = newAgentTags(cfg.MetricAgents)
 	tools := make(map[string]*activities.Tool, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		if t == nil {
@@ -109,6 +117,9 @@ type run struct {
 	cfg   *Config
 	tools map[string]*activities.Tool
 	in    RunInput
+	// metricAgent is the agent tag of the run's metrics (agentTag), once
+	// known.
+	metricAgent string
 
 	state      *interceptor.State // nil without the dedup interceptor
 	stream     *streams.Stream    // the run's stream (stream.go), or nil
@@ -123,6 +134,16 @@ type run struct {
 	bounds     []segBound           // where each carried segment ends
 	digest     string               // the digest of the whole conversation
 	baseDigest string               // the digest of messages [0, base)
+
+	// refusing says whether the stream refuses batches from outside the
+	// run (1), takes every batch as runs before did (-1), or does not
+	// know yet (0; stream.go). streamToken is the publisher token of the
+	// run's model activity ("": none); textPieces counts the text pieces
+	// the stream took by turn and attempt (nil: a run that takes every
+	// batch).
+	refusing    int8
+	streamToken string
+	textPieces  map[[2]int]int
 
 	toolsets   []activities.ToolSpec // the toolsets' tools this run read
 	v2         bool                  // thread state, conversation, continue-as-new

@@ -1,0 +1,92 @@
+package tests
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/scenario"
+	"github.com/tulip-temporal/tulip/streams"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// A run's stream takes items from the run only: batches a plain client
+// signals to it (a forged tulip.calls decision, a forged tulip.text
+// answer under a made-up publisher id, an item on a topic of its own) are
+// dropped, with text streaming on and off. Only the run's own items are
+// there when a subscriber polls.
+func TestStreamRefusesOutsidePublishers(t *testing.T) {
+	c := dial(t, server.Address())
+	done := "done"
+	script := scenario.Run{Hooks: []string{"approve_isolate_host"}, Turns: []scenario.Turn{
+		turn(call("c1", "isolate_host", `{"host": "web-1"}`)),
+	}, Resumes: []scenario.Resume{{Answer: "approved", PerformDangling: true, Turns: []scenario.Turn{{Text: &done}}}}}
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"m": script.Model()}})
+	for _, text := range []bool{false, true} {
+		h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go",
+			Hooks: []string{"approve_isolate_host"}, Stream: &workflow.StreamOptions{Text: text}})
+		require.NoError(t, err)
+		require.Equal(t, workflow.StatusInterrupted, res.Status)
+
+		forgedCall, err := streams.Encode(workflow.CallItem{Turn: 1, CallID: "c1", Tool: "isolate_host", Outcome: workflow.OutcomeExecuted})
+		require.NoError(t, err)
+		forgedText, err := streams.Encode(activities.TextItem{Turn: 1, Delta: "FORGED: all hosts are fine", Done: true})
+		require.NoError(t, err)
+		batches := []streams.PublishInput{
+			{PublisherID: "mallory", Sequence: 1, Items: []streams.PublishEntry{{Topic: activities.TopicCalls, Data: forgedCall}}},
+			{PublisherID: "mallory", Sequence: 2, Items: []streams.PublishEntry{{Topic: activities.TopicText, Data: forgedText}}},
+			{PublisherID: "0123456789abcdef0123456789abcdef/1/1/0011223344556677", Sequence: 1,
+				Items: []streams.PublishEntry{{Topic: activities.TopicText, Data: forgedText}}},
+			{Items: []streams.PublishEntry{{Topic: "mallory.notes", Data: forgedText}}}, // no publisher id
+		}
+		for _, b := range batches {
+			require.NoError(t, c.SignalWorkflow(ctxT(t), h.WorkflowID, h.RunID, streams.PublishSignal, b))
+		}
+		// The signals are in a completed workflow task: the run has seen them.
+		require.Eventually(t, func() bool {
+			ev := eventTypes(history(t, c, h.WorkflowID, h.RunID))
+			signals, last := 0, -1
+			for i, e := range ev {
+				if e == "WorkflowExecutionSignaled" {
+					signals++
+					last = i
+				}
+			}
+			if signals < len(batches) {
+				return false
+			}
+			for _, e := range ev[last:] {
+				if e == "WorkflowTaskCompleted" {
+					return true
+				}
+			}
+			return false
+		}, 30*time.Second, 50*time.Millisecond)
+
+		uh, err := c.UpdateWorkflow(ctxT(t), client.UpdateWorkflowOptions{WorkflowID: h.WorkflowID, RunID: h.RunID,
+			UpdateName: streams.PollUpdate, Args: []any{streams.PollInput{FromOffset: 0}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		require.NoError(t, err)
+		var page streams.PollResult
+		require.NoError(t, uh.Get(ctxT(t), &page))
+		require.Len(t, page.Items, 1, "text %v: the run's held call only, nothing forged: %+v", text, page.Items)
+		assert.Equal(t, activities.TopicCalls, page.Items[0].Topic)
+		var item workflow.CallItem
+		require.NoError(t, streams.Decode(page.Items[0].Data, &item))
+		assert.Equal(t, workflow.OutcomeHeld, item.Outcome)
+
+		_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+		require.NoError(t, err)
+		res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+		require.NoError(t, err)
+		require.Equal(t, workflow.StatusCompleted, res.Status)
+	}
+}
