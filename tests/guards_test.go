@@ -1,0 +1,127 @@
+package tests
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/scenario"
+	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// A run is terminated while one of its calls is in flight (the export's
+// body started and has not returned), after the refund of the same
+// response settled. Nothing the run recorded is lost: the thread's next
+// run is served the refund (billing asked once), and the model sees the
+// refund's result and, for the export, a result that says it did not
+// complete. (The older test terminated only after every call settled.)
+func TestTerminatedMidCallKeepsItsRecords(t *testing.T) {
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	defer bill.Close()
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	started := make(chan struct{})
+	var once sync.Once
+	release := make(chan struct{})
+	defer close(release)
+	export, err := activities.NewTool(activities.ToolSpec{Name: "slow_export", Description: "exports the case"},
+		func(ctx context.Context, _ struct{}) (string, error) {
+			once.Do(func() { close(started) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return "", ctx.Err()
+		})
+	require.NoError(t, err)
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund), call("c2", "slow_export", "{}"))}}
+	again := &seenModel{next: scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}.Model()}
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, tworker.Options{Tools: append(tb.Tools(), export), Hooks: demo.Hooks(),
+		Models: map[string]activities.Model{"first": first.Model(), "again": again}})
+	thread := threadID(t)
+	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund and export"})
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the export never started")
+	}
+	require.Eventually(t, func() bool {
+		st, err := agent.State(ctxT(t), c, h)
+		return err == nil && len(st.Trace) >= 1 && st.Trace[0].Outcome == workflow.OutcomeExecuted
+	}, time.Minute, 50*time.Millisecond, "the refund settles while the export runs")
+	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "operator stopped it"))
+
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "did it go through?"})
+	require.NoError(t, err)
+	require.Len(t, res.Trace, 1)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the terminated run's refund is served")
+	n := 0
+	for _, r := range bill.Witnesses() {
+		if r.Tool == "issue_refund" {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "billing was asked for one refund")
+	seen := again.first()
+	require.Len(t, seen, 5, "user, assistant (two calls), refund result, export result, user")
+	assert.Contains(t, seen[2].Content+seen[3].Content, "refund_id")
+	assert.Contains(t, seen[2].Content+seen[3].Content, "not completed")
+}
+
+// What the model sees of messages another run holds (state by reference):
+// a thread's first run holds a 300 KB message and a refund whose result is
+// over the inline limit; its second run's model call runs on a new worker,
+// whose cache holds nothing, so the conversation is paged from the first
+// run. The model sees exactly the first run's message and result, and the
+// served refund's result (a message that refers to the first one's
+// content) in full.
+func TestModelSeesMessagesHeldByAnotherRun(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	order := "ord-" + strings.Repeat("7", 600) // the refund's result is over the 512-byte inline limit
+	args := `{"order_id": "` + order + `", "amount": 120.0}`
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", args))}}
+	again := &seenModel{next: scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", args))}}.Model()}
+	opts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"first": first.Model(), "again": again}}
+	tq := taskQueue(t.Name())
+	w1 := startWorker(t, c, tq, opts)
+	thread := threadID(t)
+	message := "please refund " + order + " " + strings.Repeat("abcdefghij", 30<<10)
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
+	require.NoError(t, err)
+	result := string(res.Trace[0].Result)
+	require.Greater(t, len(result), 512)
+	w1.Stop()
+	startWorker(t, c, tq, opts) // a new worker: its cache holds nothing
+
+	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	require.NotNil(t, res.State)
+	require.NotNil(t, res.State.Conversation, "the state goes by reference")
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	again.mu.Lock()
+	defer again.mu.Unlock()
+	require.Len(t, again.seen, 2)
+	seen := again.seen[0]
+	require.Len(t, seen, 5)
+	assert.True(t, seen[0].Content == message, "the first run's message, whole")
+	assert.JSONEq(t, result, seen[2].Content, "the first run's refund result, whole")
+	served := again.seen[1]
+	require.Len(t, served, 7)
+	assert.JSONEq(t, result, served[6].Content, "the served refund's result, whole")
+	assert.Equal(t, "c2", served[6].ToolCallID)
+}
