@@ -326,3 +326,42 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 		})
 	}
 }
+
+// A custom Checkpointer given as the worker's Checkpointer replaces history:
+// it is saved at each run's end, so a run terminated before its end leaves
+// nothing there, and the next run executes its refund again (as
+// docs/threads.md says). The same store given as a TemporalCheckpointer's
+// Store keeps the terminated run's refund: history comes first.
+func TestCustomCheckpointerLosesATerminatedRun(t *testing.T) {
+	for _, asStore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("store=%v", asStore), func(t *testing.T) {
+			c := dial(t, server.Address())
+			tb := demo.NewToolbox()
+			first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+			second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", refund))}}
+			var cp activities.Checkpointer = &memStore{}
+			if asStore {
+				cp = activities.TemporalCheckpointer{Store: cp}
+			}
+			tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()},
+				func(o *tworker.Options) { o.Checkpointer = cp })
+			thread := threadID(t)
+			h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				st, err := agent.State(ctxT(t), c, h)
+				return err == nil && len(st.Trace) == 1
+			}, time.Minute, 50*time.Millisecond, "the refund settles, then the model blocks")
+			require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "operator stopped it"))
+			_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
+			require.NoError(t, err)
+			if asStore {
+				assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+				assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+			} else {
+				assert.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome, "the custom Checkpointer never saw the terminated run")
+				assert.Equal(t, 2, tb.Invocations()["issue_refund"])
+			}
+		})
+	}
+}
