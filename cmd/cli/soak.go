@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tulip-temporal/tulip/cmd/soak"
+	"github.com/tulip-temporal/tulip/devserver"
 )
 
 // SoakSummary is 'tulip soak --json”s summary line.
@@ -36,6 +37,7 @@ func (e *env) soak(args []string) error {
 	fs.IntVar(&o.ProxyDelays, "proxy-delays", 1, "delay the workers' traffic by --proxy-delay for --pause-for this many times")
 	fs.DurationVar(&o.ProxyDelay, "proxy-delay", 300*time.Millisecond, "the delay a proxy delay adds to each chunk")
 	fs.IntVar(&o.ServiceKills, "service-kills", 4, "with --cluster: SIGKILL a history, matching or frontend process, or restart PostgreSQL, this many times in turn")
+	fs.DurationVar(&o.Retention, "retention", devserver.DefaultRetention, "the namespace's retention on the server the soak starts (embedded or --cluster)")
 	fs.IntVar(&o.HistoryDeletes, "history-deletes", 0, "delete the closed histories of a random thread's finished runs this many times, as a namespace's retention would (the workers keep threads in a thread store)")
 	fs.IntVar(&o.ContinueAfterTurns, "continue-after-turns", 0, "runs continue as new after this many turns (0: the library's default)")
 	fs.IntVar(&o.PlainEvery, "plain-every", 3, "every Nth thread's runs start plainly (ExecuteWorkflow with thread, model and message only; 0: none)")
@@ -107,6 +109,7 @@ func (e *env) soakServer(args []string) error {
 	o := soak.ServerOptions{Ready: e.stdout, Log: e.stderr}
 	fs.StringVar(&o.DBFile, "db", "", "")
 	fs.IntVar(&o.Port, "port", 0, "")
+	fs.DurationVar(&o.Retention, "retention", 0, "")
 	level := fs.String("log-level", "error", "")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/tulip-temporal/tulip/devserver"
 )
 
 // Options configure Run. Every zero value is documented; Run fills them in.
@@ -60,6 +62,9 @@ type Options struct {
 	ProxyDelays int
 	// ProxyDelay is the delay. Zero value: 300ms.
 	ProxyDelay time.Duration
+	// Retention is the namespace's retention on the server the soak
+	// starts (embedded or cluster). Zero value: devserver.DefaultRetention.
+	Retention time.Duration
 	// HistoryDeletes deletes, this many times, the closed histories of a
 	// random thread's finished runs, as a namespace's retention would
 	// (the workers keep their threads in a thread store). Zero value: none.
@@ -118,6 +123,9 @@ func (o *Options) fill() error {
 	}
 	if o.KillEvery == 0 {
 		o.KillEvery = 5 * time.Second
+	}
+	if o.Retention == 0 {
+		o.Retention = devserver.DefaultRetention
 	}
 	if o.PauseFor == 0 {
 		o.PauseFor = 3 * time.Second

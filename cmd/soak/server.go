@@ -81,6 +81,7 @@ const (
 type embedded struct {
 	bin, db, addr string
 	pauseFor      time.Duration
+	retention     time.Duration
 	log           io.Writer
 	level         string
 
@@ -89,8 +90,8 @@ type embedded struct {
 	exited chan struct{}
 }
 
-func startEmbedded(bin, dir string, pauseFor time.Duration, log io.Writer, level string) (*embedded, error) {
-	s := &embedded{bin: bin, db: filepath.Join(dir, "soak.db"), pauseFor: pauseFor, log: log, level: level}
+func startEmbedded(bin, dir string, pauseFor, retention time.Duration, log io.Writer, level string) (*embedded, error) {
+	s := &embedded{bin: bin, db: filepath.Join(dir, "soak.db"), pauseFor: pauseFor, retention: retention, log: log, level: level}
 	return s, s.start()
 }
 
@@ -99,7 +100,7 @@ func (s *embedded) start() error {
 	if s.addr != "" {
 		_, port, _ = strings.Cut(s.addr, ":")
 	}
-	cmd, addr, err := startProcess("the server", s.bin, []string{"soak-server", "--db", s.db, "--port", port, "--log-level", s.level}, s.log)
+	cmd, addr, err := startProcess("the server", s.bin, []string{"soak-server", "--db", s.db, "--port", port, "--log-level", s.level, "--retention", s.retention.String()}, s.log)
 	if err != nil {
 		return err
 	}
@@ -163,6 +164,8 @@ type ServerOptions struct {
 	DBFile string
 	// Port is the frontend's port. Zero value: a free one.
 	Port int
+	// Retention is the namespace's. Zero value: devserver.DefaultRetention.
+	Retention time.Duration
 	// Ready receives "ready HOST:PORT" once the server serves.
 	Ready io.Writer
 	// Log receives the server's logs at Level. Zero value: none.
@@ -179,7 +182,7 @@ func RunServer(ctx context.Context, opts ServerOptions) error {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	srv, err := devserver.Start(devserver.Options{DBFile: opts.DBFile, Port: opts.Port, LogOutput: opts.Log, LogLevel: opts.Level})
+	srv, err := devserver.Start(devserver.Options{DBFile: opts.DBFile, Port: opts.Port, Retention: opts.Retention, LogOutput: opts.Log, LogLevel: opts.Level})
 	if err != nil {
 		return err
 	}
@@ -197,8 +200,8 @@ type onCluster struct {
 	mu       sync.Mutex
 }
 
-func startCluster(ctx context.Context, bin string, pauseFor time.Duration, level string) (*onCluster, error) {
-	c, err := cluster.Start(ctx, cluster.Options{Binary: bin, LogLevel: level})
+func startCluster(ctx context.Context, bin string, pauseFor, retention time.Duration, level string) (*onCluster, error) {
+	c, err := cluster.Start(ctx, cluster.Options{Binary: bin, LogLevel: level, Retention: retention})
 	if err != nil {
 		return nil, err
 	}

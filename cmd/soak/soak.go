@@ -147,10 +147,10 @@ func (s *soak) startServer(ctx context.Context) error {
 		s.srv, s.sum.Server = external{addr: s.o.Address}, "address"
 	case s.o.Cluster:
 		s.progress("starting a cluster (PostgreSQL, frontend, 2 history, matching, worker)")
-		s.srv, err = startCluster(ctx, s.o.Binary, s.o.PauseFor, s.o.LogLevel)
+		s.srv, err = startCluster(ctx, s.o.Binary, s.o.PauseFor, s.o.Retention, s.o.LogLevel)
 		s.sum.Server = "cluster"
 	default:
-		s.srv, err = startEmbedded(s.o.Binary, s.dir, s.o.PauseFor, s.o.Log, s.o.LogLevel)
+		s.srv, err = startEmbedded(s.o.Binary, s.dir, s.o.PauseFor, s.o.Retention, s.o.Log, s.o.LogLevel)
 		s.sum.Server = "embedded"
 	}
 	if err != nil {
@@ -233,6 +233,9 @@ func turnsOf(runs []*run) int {
 
 func (s *soak) baseline(ctx context.Context) []*run {
 	perThread := s.o.Baseline < 0
+	if s.o.Address == "" {
+		s.progress("namespace %s: retention %s", s.o.Namespace, s.o.Retention)
+	}
 	s.progress("%d worker processes; a fault-free baseline of %s over %d threads", s.o.Workers, s.o.Baseline, s.o.Threads)
 	runs, tps := s.phase(ctx, max(s.o.Baseline, 0), s.o.Runs, perThread)
 	s.sum.BaselineTurnsPerS, s.sum.BaselineTurns = tps, turnsOf(runs)
