@@ -51,6 +51,37 @@ func laggingVisibility(lag time.Duration) func(context.Context, client.Client, s
 	}
 }
 
+// visibilityLag is how far laggingVisibility lags in the lag tests.
+const visibilityLag = 3 * time.Second
+
+// lagCases are the lag tests' two cases: a load that waits out the lag (the
+// refund is served), and the control that does not (it runs again).
+var lagCases = []struct {
+	name    string
+	wait    time.Duration
+	refunds int
+	outcome workflow.Outcome
+}{
+	{"waits out the lag", visibilityLag + 500*time.Millisecond, 1, workflow.OutcomeCached},
+	{"control: no wait", -1, 2, workflow.OutcomeExecuted},
+}
+
+// laggingWorker runs a worker whose thread loads list runs through a store
+// lagging by visibilityLag and wait that long (negative: not at all); its
+// models: "hello" (no call), "first" (a refund), "again" (the same refund,
+// its fields reordered).
+func laggingWorker(t *testing.T, wait time.Duration) (client.Client, *demo.Toolbox, string) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := taskQueue(t.Name())
+	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
+	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+		Models:       map[string]activities.Model{"hello": scenario.Run{}.Model(), "first": refundRun.Model(), "again": again.Model()},
+		Checkpointer: activities.TemporalCheckpointer{List: laggingVisibility(visibilityLag), VisibilityLag: wait}})
+	return c, tb, tq
+}
+
 // A plain start (no previous_run_id) right after the thread's previous run
 // closed, against a visibility store that does not list that run yet: the
 // run waits out the configured lag and loads the newest state (the refund
@@ -58,26 +89,9 @@ func laggingVisibility(lag time.Duration) func(context.Context, client.Client, s
 // refund runs again: the lagging store is real, and the wait is what
 // guards against it.
 func TestPlainStartBehindLaggingVisibility(t *testing.T) {
-	const lag = 3 * time.Second
-	for _, tc := range []struct {
-		name     string
-		wait     time.Duration
-		refunds  int
-		outcome2 workflow.Outcome
-	}{
-		{"waits out the lag", lag + 500*time.Millisecond, 1, workflow.OutcomeCached},
-		{"control: no wait", -1, 2, workflow.OutcomeExecuted},
-	} {
+	for _, tc := range lagCases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := dial(t, server.Address())
-			tb := demo.NewToolbox()
-			tq := taskQueue(t.Name())
-			refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-			again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
-			hello := scenario.Run{}
-			startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
-				Models:       map[string]activities.Model{"hello": hello.Model(), "first": refundRun.Model(), "again": again.Model()},
-				Checkpointer: activities.TemporalCheckpointer{List: laggingVisibility(lag), VisibilityLag: tc.wait}})
+			c, tb, tq := laggingWorker(t, tc.wait)
 			thread := threadID(t)
 			run := func(model string) workflow.RunResult {
 				r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
@@ -88,16 +102,16 @@ func TestPlainStartBehindLaggingVisibility(t *testing.T) {
 				return out
 			}
 			run("hello") // an older run, long closed when the last one starts: no refund in it
-			time.Sleep(lag + 500*time.Millisecond)
+			time.Sleep(visibilityLag + 500*time.Millisecond)
 			out := run("first") // the refund executes
 			require.Equal(t, workflow.OutcomeExecuted, out.Trace[0].Outcome)
 
 			begin := time.Now() // right after it closed: the store does not list it
 			out = run("again")
-			assert.Equal(t, tc.outcome2, out.Trace[0].Outcome)
+			assert.Equal(t, tc.outcome, out.Trace[0].Outcome)
 			assert.Equal(t, tc.refunds, tb.Invocations()["issue_refund"])
 			if tc.wait > 0 {
-				assert.GreaterOrEqual(t, time.Since(begin), lag, "it waited out the lag")
+				assert.GreaterOrEqual(t, time.Since(begin), visibilityLag, "it waited out the lag")
 			}
 		})
 	}
@@ -381,39 +395,24 @@ func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
 // the refund is served. The control, with no wait, loads the older state
 // and the refund runs again (before the fix, a hinted load never waited).
 func TestHintFallbackWaitsOutTheLag(t *testing.T) {
-	const lag = 3 * time.Second
-	for _, tc := range []struct {
-		name    string
-		wait    time.Duration
-		refunds int
-		outcome workflow.Outcome
-	}{
-		{"waits out the lag", lag + 500*time.Millisecond, 1, workflow.OutcomeCached},
-		{"control: no wait", -1, 2, workflow.OutcomeExecuted},
-	} {
+	for _, tc := range lagCases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := dial(t, server.Address())
-			tb := demo.NewToolbox()
-			tq := taskQueue(t.Name())
-			refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-			startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
-				Models:       map[string]activities.Model{"hello": scenario.Run{}.Model(), "refund": refundRun.Model()},
-				Checkpointer: activities.TemporalCheckpointer{List: laggingVisibility(lag), VisibilityLag: tc.wait}})
+			c, tb, tq := laggingWorker(t, tc.wait)
 			thread := threadID(t)
 			_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "hello", ThreadID: thread})
 			require.NoError(t, err)
-			time.Sleep(lag + 500*time.Millisecond) // the older run, listed by now: no refund in it
-			_, first, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+			time.Sleep(visibilityLag + 500*time.Millisecond) // the older run, listed by now: no refund in it
+			_, first, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread})
 			require.NoError(t, err)
 			require.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
 
 			// Right after it: a run no worker picks up, terminated.
 			empty, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq + "-none"}, workflow.WorkflowName,
-				map[string]any{"thread_id": thread, "model": "refund", "message": "hi"})
+				map[string]any{"thread_id": thread, "model": "first", "message": "hi"})
 			require.NoError(t, err)
 			require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, empty.GetRunID(), "left nothing"))
 
-			_, again, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+			_, again, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread})
 			require.NoError(t, err)
 			assert.Equal(t, tc.outcome, again.Trace[0].Outcome)
 			assert.Equal(t, tc.refunds, tb.Invocations()["issue_refund"])

@@ -119,9 +119,13 @@ func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *
 
 // refundRequests counts the refunds billing was asked for: each is one run
 // of the refund's body.
-func (th *retentionThread) refundRequests() int {
+func (th *retentionThread) refundRequests() int { return refundsAsked(th.bill) }
+
+// refundsAsked counts the requests bill's witness saw from issue_refund:
+// each is one run of the refund's body.
+func refundsAsked(bill *billing.Server) int {
 	n := 0
-	for _, r := range th.bill.Witnesses() {
+	for _, r := range bill.Witnesses() {
 		if r.Tool == "issue_refund" {
 			n++
 		}
@@ -300,13 +304,7 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctxT(t), 90*time.Second)
 			defer cancel()
 			res, err := agent.Await(ctx, c, h2, "")
-			n := 0
-			for _, r := range bill.Witnesses() {
-				if r.Tool == "issue_refund" {
-					n++
-				}
-			}
-			assert.Equal(t, 1, n, "billing was asked for one refund")
+			assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
 			if !withStore {
 				var failed *agent.RunFailedError
 				require.ErrorAs(t, err, &failed)
