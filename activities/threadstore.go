@@ -50,23 +50,17 @@ type goneRun struct{ run string }
 
 func (g *goneRun) Error() string { return "run " + g.run + " was deleted" }
 
-// missingRun returns the first run that cp names (the runs holding its
-// conversation, the holders of its thin records) and that no longer
-// exists: "" when all do. Runs are described oldest first, each once:
-// retention deletes the oldest first.
+// missingRun returns a run that cp names and that no longer exists, or ""
+// when none is missing. Retention deletes a thread's runs oldest first, so
+// it asks only for the oldest run of each kind cp names: the first run
+// holding part of its conversation, and the holder of its first record
+// held elsewhere. (A run deleted by hand in the middle of a thread is
+// found later, when its content is read: from the thread store, or with
+// ErrThreadLost.)
 func missingRun(ctx context.Context, c client.Client, threadID string, cp *Checkpoint) (string, error) {
 	var runs []string
-	seen := map[string]bool{cp.Run: true} // read just now
-	add := func(run string) {
-		if run != "" && !seen[run] {
-			seen[run] = true
-			runs = append(runs, run)
-		}
-	}
-	if cv := cp.Conversation; cv != nil {
-		for _, p := range cv.Parts {
-			add(p.Run)
-		}
+	if cv := cp.Conversation; cv != nil && len(cv.Parts) > 0 {
+		runs = append(runs, cv.Parts[0].Run)
 	}
 	for _, snap := range cp.Agents {
 		l, err := dedup.Restore(snap)
@@ -75,11 +69,17 @@ func missingRun(ctx context.Context, c client.Client, threadID string, cp *Check
 		}
 		for _, r := range l.Records() {
 			if r.Thin() || r.ResultIn != nil {
-				add(r.HeldBy())
+				runs = append(runs, r.HeldBy())
+				break
 			}
 		}
 	}
+	seen := map[string]bool{cp.Run: true, "": true} // cp.Run was read just now
 	for _, run := range runs {
+		if seen[run] {
+			continue
+		}
+		seen[run] = true
 		if _, err := c.DescribeWorkflowExecution(ctx, threadID, run); err != nil {
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
