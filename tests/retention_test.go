@@ -363,3 +363,42 @@ func TestCustomCheckpointerLosesATerminatedRun(t *testing.T) {
 		})
 	}
 }
+
+// A run that continues as new saves its thread's state at the chain's end
+// like any other (the chain carries its first run's decision to save): its
+// thread, every run deleted, continues from the store. (The soak found it:
+// chains never saved, and a thread whose runs were all deleted was lost.)
+func TestContinuedChainSavesToTheStore(t *testing.T) {
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	defer bill.Close()
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c2", "lookup_order", `{"order_id": "ord-4821"}`))}}
+	again := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "again": again.Model()}, func(o *tworker.Options) {
+		o.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
+	})
+	thread := threadID(t)
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund", ContinueAfterTurns: 1})
+	require.NoError(t, err)
+	require.Greater(t, res.ContinuedAsNew, 0, "the run continued as new")
+	resp, err := c.ListWorkflow(ctxT(t), &workflowservice.ListWorkflowExecutionsRequest{Query: `WorkflowId = "` + thread + `"`})
+	require.NoError(t, err)
+	runs := map[string]bool{}
+	for _, e := range resp.GetExecutions() {
+		runs[e.GetExecution().GetRunId()] = true
+	}
+	desc, err := c.DescribeWorkflowExecution(ctxT(t), thread, "") // the newest, listed or not yet
+	require.NoError(t, err)
+	runs[desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()] = true
+	require.Greater(t, len(runs), 1)
+	for run := range runs {
+		deleteRun(t, c, thread, run)
+	}
+	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "again"})
+	require.NoError(t, err)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
+}

@@ -160,6 +160,10 @@ type Carry struct {
 	Toolsets []activities.ToolSpec `json:"toolsets,omitempty"`
 	// Stream is the run's stream, handed over (streams.State).
 	Stream *streams.State `json:"stream,omitempty"`
+	// Save: the chain saves its thread's state through the worker's
+	// Checkpointer at its end (the first run's thread load said so).
+	// Absent in carries written before it: such a chain did not save.
+	Save bool `json:"save,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a

@@ -312,8 +312,11 @@ func firstLine(s string) string {
 // storedLog is the default agent's log in the thread store's state.
 func storedLog(ctx context.Context, store activities.Checkpointer, threadID string) ([]Record, error) {
 	cp, err := store.Load(ctx, activities.ThreadRef{ThreadID: threadID})
-	if err != nil || cp == nil {
-		return nil, fmt.Errorf("soak: thread %s: every run deleted, and the thread store has it not: %v", threadID, err)
+	if err != nil {
+		return nil, fmt.Errorf("soak: thread %s: every run deleted, and its thread store: %w", threadID, err)
+	}
+	if cp == nil {
+		return nil, fmt.Errorf("soak: thread %s: every run deleted, and the thread store has no state for it", threadID)
 	}
 	l, err := dedup.Restore(cp.Agents[workflow.DefaultAgent])
 	if err != nil {
