@@ -104,7 +104,8 @@ const (
 )
 
 // TestProtocolDocExamples runs every example of docs/protocol.md (and the
-// labelled ones of the README), extracted from the files, against `tulip
+// labelled ones of the README and of the other docs/*.md pages), extracted
+// from the files, against `tulip
 // dev` (in process) through a proxy that validates every payload the
 // clients receive against docs/schemas. Every fenced block of
 // docs/protocol.md must carry a label naming what it is (`<!-- example:
@@ -128,9 +129,17 @@ func TestProtocolDocExamples(t *testing.T) {
 			t.Errorf("%s: every block of docs/protocol.md is labelled with what it is (<!-- example: KIND -->) and run", b)
 		}
 	}
-	for _, b := range docBlocks(t, filepath.Join(root, "README.md")) {
-		if b.kind != "" {
-			blocks = append(blocks, b)
+	// The other pages (the README and every docs/*.md but protocol.md)
+	// contribute only their labelled blocks.
+	others, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	slices.Sort(others)
+	others = slices.DeleteFunc(others, func(p string) bool { return filepath.Base(p) == "protocol.md" })
+	for _, path := range append([]string{filepath.Join(root, "README.md")}, others...) {
+		for _, b := range docBlocks(t, path) {
+			if b.kind != "" {
+				blocks = append(blocks, b)
+			}
 		}
 	}
 	kinds := map[string]int{}
