@@ -210,8 +210,21 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 		if err != nil {
 			return nil, fmt.Errorf("thread %s: thread store: %w", ref.ThreadID, err)
 		}
-		if head != nil {
+		switch {
+		case head == nil:
+		case cp == nil || head.Run == cp.Run:
 			return head, nil
+		default:
+			// History holds a newer state than the store (a run that
+			// saved nothing: terminated, timed out): take it, reading
+			// from the store only what the deleted runs held.
+			full, err := resolveCheckpoint(ctx, c, ref.ThreadID, cp, head)
+			if err == nil {
+				return full, nil
+			}
+			if !deleted(err) {
+				return nil, err
+			}
 		}
 	}
 	if gone != nil {

@@ -402,3 +402,44 @@ func TestContinuedChainSavesToTheStore(t *testing.T) {
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
 }
+
+// The store holds an older state than history: the thread's second run was
+// terminated (it saved nothing), and its first run, which holds the start
+// of the conversation, was deleted. The next run takes the newer state
+// from history and only the deleted run's part from the store: both
+// refunds are served, billing asked for each once.
+func TestStoreFillsOnlyWhatHistoryLost(t *testing.T) {
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	defer bill.Close()
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	other := `{"order_id": "ord-77", "amount": 5.0}`
+	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
+	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", other))}}
+	again := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund), call("c4", "issue_refund", other))}}
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "second": blockingModel(t, second), "again": again.Model()},
+		func(o *tworker.Options) {
+			o.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
+		})
+	thread := threadID(t)
+	message := "please refund ord-4821 " + strings.Repeat("x", 300<<10) // the state goes by reference
+	h1, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
+	require.NoError(t, err)
+	h2, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "and ord-77"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := agent.State(ctxT(t), c, h2)
+		return err == nil && len(st.Trace) == 1
+	}, time.Minute, 50*time.Millisecond, "the second refund settles, then the model blocks")
+	require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, h2.RunID, "operator stopped it"))
+	deleteRun(t, c, thread, h1.RunID)
+
+	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "both?"})
+	require.NoError(t, err)
+	require.Len(t, res.Trace, 2)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, workflow.OutcomeCached, res.Trace[1].Outcome, "the terminated run's refund, from history")
+	assert.Equal(t, 2, refundsAsked(bill), "billing was asked for each refund once")
+}

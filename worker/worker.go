@@ -94,7 +94,7 @@ type Options struct {
 }
 
 func (o Options) config() workflow.Config {
-	cfg := workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil, PayloadLimit: o.PayloadLimit,
+	cfg := workflow.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil && threadStore(o.Checkpointer) == nil, PayloadLimit: o.PayloadLimit,
 		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, MetricAgents: o.MetricAgents}
 	for _, ts := range o.Toolsets {
 		cfg.Toolsets = append(cfg.Toolsets, ts.Name())

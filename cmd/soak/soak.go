@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -484,7 +485,7 @@ func (s *soak) deleteHistories(ctx context.Context, rng *rand.Rand) error {
 	if !ok {
 		return nil // nothing closed yet
 	}
-	n, err := s.deleteRuns(ctx, t, func(e *workflowpb.WorkflowExecutionInfo) bool {
+	n, _, err := s.deleteRuns(ctx, t, func(e *workflowpb.WorkflowExecutionInfo) bool {
 		ct := e.GetCloseTime()
 		return ct != nil && ct.AsTime().Before(before)
 	})
@@ -502,21 +503,35 @@ func (s *soak) idleDelete(ctx context.Context, t int) {
 	if !pending {
 		return
 	}
-	n, err := s.deleteRuns(ctx, t, func(*workflowpb.WorkflowExecutionInfo) bool { return true })
-	if err != nil {
-		s.progress("history_delete: thread %d: %v", t, err)
+	// Until none is left: a listing may not show a run that closed
+	// moments ago (the newest, which describe finds, or a link of its
+	// chain).
+	n := 0
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for dctx.Err() == nil {
+		k, _, err := s.deleteRuns(dctx, t, func(*workflowpb.WorkflowExecutionInfo) bool { return true })
+		n += k
+		if err != nil {
+			s.progress("history_delete: thread %d: %v", t, err)
+			return
+		}
+		if k == 0 {
+			break // a pass that found nothing left to delete
+		}
 	}
 	s.progress("history_delete: thread %d (idle): all %d runs deleted", t, n)
 }
 
-// deleteRuns deletes the closed runs of thread t that del selects, and
-// waits until they are gone.
-func (s *soak) deleteRuns(ctx context.Context, t int, del func(*workflowpb.WorkflowExecutionInfo) bool) (int, error) {
+// deleteRuns deletes the closed runs of thread t that del selects, oldest
+// first, waits until they are gone, and says how many it deleted and how
+// many runs it saw (listed, or the newest) that it left.
+func (s *soak) deleteRuns(ctx context.Context, t int, del func(*workflowpb.WorkflowExecutionInfo) bool) (n, left int, err error) {
 	thread := s.w.threadID(t)
 	runs := map[string]*workflowpb.WorkflowExecutionInfo{}
 	resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: `WorkflowId = "` + thread + `"`})
 	if err != nil {
-		return 0, fmt.Errorf("listing thread %d: %w", t, err)
+		return 0, 0, fmt.Errorf("listing thread %d: %w", t, err)
 	}
 	for _, e := range resp.GetExecutions() {
 		runs[e.GetExecution().GetRunId()] = e
@@ -525,11 +540,22 @@ func (s *soak) deleteRuns(ctx context.Context, t int, del func(*workflowpb.Workf
 	if d, err := s.c.DescribeWorkflowExecution(ctx, thread, ""); err == nil {
 		runs[d.GetWorkflowExecutionInfo().GetExecution().GetRunId()] = d.GetWorkflowExecutionInfo()
 	}
-	n := 0
-	for run, e := range runs {
-		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || !del(e) {
+	var order []*workflowpb.WorkflowExecutionInfo
+	for _, e := range runs {
+		if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || e.GetCloseTime() == nil || !del(e) {
+			left++
 			continue
 		}
+		order = append(order, e)
+	}
+	// Oldest first, as retention deletes: a thread is never left with an
+	// older run and without a newer one.
+	slices.SortFunc(order, func(a, b *workflowpb.WorkflowExecutionInfo) int {
+		return a.GetCloseTime().AsTime().Compare(b.GetCloseTime().AsTime())
+	})
+	var gone []string
+	for _, e := range order {
+		run := e.GetExecution().GetRunId()
 		s.mu.Lock()
 		s.deleted[run] = true // before the delete: a replay that finds it gone knows why
 		s.mu.Unlock()
@@ -539,18 +565,16 @@ func (s *soak) deleteRuns(ctx context.Context, t int, del func(*workflowpb.Workf
 			if errors.As(err, &nf) {
 				continue // deleted by an earlier fault
 			}
-			return n, fmt.Errorf("deleting run %s of thread %d: %w", run, t, err)
+			return n, left, fmt.Errorf("deleting run %s of thread %d: %w", run, t, err)
 		}
+		gone = append(gone, run)
 		n++
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for run, e := range runs {
-		if !s.deleted[run] {
-			continue
-		}
+	for _, run := range gone {
 		for wctx.Err() == nil {
-			_, err := s.c.DescribeWorkflowExecution(wctx, thread, e.GetExecution().GetRunId())
+			_, err := s.c.DescribeWorkflowExecution(wctx, thread, run)
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
 				break
@@ -558,5 +582,5 @@ func (s *soak) deleteRuns(ctx context.Context, t int, del func(*workflowpb.Workf
 			sleep(wctx, 100*time.Millisecond)
 		}
 	}
-	return n, nil
+	return n, left, nil
 }
