@@ -47,10 +47,16 @@ func TestReplayHistories(t *testing.T) {
 		require.Len(t, frozen, n, "the frozen %s histories are checked in", dir)
 		files = append(files, frozen...)
 	}
+	// As the CLI's workers replay them too: with a thread store (tulip dev
+	// --db), whose old-format runs decide their checkpoint load as they did
+	// without one.
+	withStore := cli.ReplayOptions()
+	withStore.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
 	for _, f := range files {
 		name, _ := filepath.Rel(historiesDir, f)
 		t.Run(name, func(t *testing.T) {
 			assert.NoError(t, tworker.ReplayHistories(cli.ReplayOptions(), tworker.ReplayOptions{}, f))
+			assert.NoError(t, tworker.ReplayHistories(withStore, tworker.ReplayOptions{}, f), "with a thread store")
 		})
 	}
 }
