@@ -13,7 +13,6 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -80,11 +79,9 @@ func missingRun(ctx context.Context, c client.Client, threadID string, cp *Check
 			continue
 		}
 		seen[run] = true
-		if _, err := c.DescribeWorkflowExecution(ctx, threadID, run); err != nil {
-			var nf *serviceerror.NotFound
-			if errors.As(err, &nf) {
-				return run, nil
-			}
+		if _, err := c.DescribeWorkflowExecution(ctx, threadID, run); deleted(err) {
+			return run, nil
+		} else if err != nil {
 			return "", fmt.Errorf("thread %s: reading run %s: %w", threadID, run, err)
 		}
 	}
