@@ -20,7 +20,6 @@ import (
 
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -164,12 +163,8 @@ func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Ser
 // body once (the per-agent boundary), and billing makes one refund (the
 // business key).
 func TestTwoAgentsOneRefund(t *testing.T) {
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	defer bill.Close()
 	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	thread := "two-agents-" + taskQueue("t")
 	var receipts []string
 	for _, name := range []string{"triage", "billing"} {

@@ -13,7 +13,6 @@ import (
 	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/demo"
-	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
@@ -26,12 +25,8 @@ import (
 // refund's result and, for the export, a result that says it did not
 // complete. (The older test terminated only after every call settled.)
 func TestTerminatedMidCallKeepsItsRecords(t *testing.T) {
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	defer bill.Close()
 	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	started := make(chan struct{})
 	var once sync.Once
 	release := make(chan struct{})

@@ -88,12 +88,8 @@ type retentionThread struct {
 
 func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *retentionThread {
 	t.Helper()
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	t.Cleanup(bill.Close)
 	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 	hello := scenario.Run{}
 	again := &seenModel{next: scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}.Model()}
@@ -120,6 +116,19 @@ func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *
 // refundRequests counts the refunds billing was asked for: each is one run
 // of the refund's body.
 func (th *retentionThread) refundRequests() int { return refundsAsked(th.bill) }
+
+// billedToolbox is the demo toolbox whose refunds go to a billing service
+// on loopback that records every request (the witness), stopped when the
+// test ends.
+func billedToolbox(t *testing.T) (*billing.Server, *demo.Toolbox) {
+	t.Helper()
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	t.Cleanup(bill.Close)
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	return bill, tb
+}
 
 // refundsAsked counts the requests bill's witness saw from issue_refund:
 // each is one run of the refund's body.
@@ -260,12 +269,8 @@ func TestCLIDevThreadOutlivesItsRuns(t *testing.T) {
 func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 	for _, withStore := range []bool{true, false} {
 		t.Run(fmt.Sprintf("store=%v", withStore), func(t *testing.T) {
-			bill, err := billing.Start()
-			require.NoError(t, err)
-			defer bill.Close()
 			c := dial(t, server.Address())
-			tb := demo.NewToolbox()
-			tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+			bill, tb := billedToolbox(t)
 			first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 			again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
 			inFlight := make(chan struct{})
@@ -369,12 +374,8 @@ func TestCustomCheckpointerLosesATerminatedRun(t *testing.T) {
 // thread, every run deleted, continues from the store. (The soak found it:
 // chains never saved, and a thread whose runs were all deleted was lost.)
 func TestContinuedChainSavesToTheStore(t *testing.T) {
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	defer bill.Close()
 	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c2", "lookup_order", `{"order_id": "ord-4821"}`))}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "again": again.Model()}, func(o *tworker.Options) {
@@ -409,12 +410,8 @@ func TestContinuedChainSavesToTheStore(t *testing.T) {
 // from history and only the deleted run's part from the store: both
 // refunds are served, billing asked for each once.
 func TestStoreFillsOnlyWhatHistoryLost(t *testing.T) {
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	defer bill.Close()
 	c := dial(t, server.Address())
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	other := `{"order_id": "ord-77", "amount": 5.0}`
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", other))}}
