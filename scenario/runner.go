@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 
@@ -56,7 +56,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 	}
 	var out []RunStatus
 	for i, run := range sc.Runs {
-		opts := agent.RunOptions{
+		opts := runclient.RunOptions{
 			TaskQueue: r.TaskQueue, Model: ModelName(r.Prefix, i), Agent: run.Agent, Hooks: run.Hooks,
 			Message:    fmt.Sprintf("scenario run %d", i+1),
 			WorkflowID: fmt.Sprintf("%s-run-%d", r.Prefix, i+1),
@@ -68,9 +68,9 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 		}
 		fmt.Fprintf(progress, "run %d: starting %s\n", i+1, workflowIDOf(opts))
 		st := RunStatus{Run: i + 1, WorkflowID: workflowIDOf(opts)}
-		h, err := agent.Start(ctx, r.Client, opts)
+		h, err := runclient.Start(ctx, r.Client, opts)
 		if err != nil {
-			var busy *agent.ThreadBusyError
+			var busy *runclient.ThreadBusyError
 			if !errors.As(err, &busy) {
 				return out, err
 			}
@@ -80,11 +80,11 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 		}
 		printed, skip, resumes := 0, "", run.Resumes
 		for {
-			res, err := agent.Await(ctx, r.Client, h, skip)
+			res, err := runclient.Await(ctx, r.Client, h, skip)
 			if res != nil && printed < res.TraceFrom+len(res.Trace) {
 				// Lines other runs hold, or that leave large content out,
 				// are read back whole.
-				lines, terr := agent.Trace(ctx, r.Client, h, res)
+				lines, terr := runclient.Trace(ctx, r.Client, h, res)
 				if terr != nil {
 					return out, terr
 				}
@@ -95,7 +95,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 				}
 				printed = len(lines)
 			}
-			var failed *agent.RunFailedError
+			var failed *runclient.RunFailedError
 			if errors.As(err, &failed) {
 				st.Status, st.Error = workflow.StatusFailed, failed.Error()
 				break
@@ -115,7 +115,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 			next := resumes[0]
 			resumes = resumes[1:]
 			fmt.Fprintf(progress, "run %d: resuming %s (perform_dangling=%v)\n", i+1, res.Interrupt.ID, next.PerformDangling)
-			if _, err := agent.Resume(ctx, r.Client, h.WorkflowID, workflow.ResumeInput{
+			if _, err := runclient.Resume(ctx, r.Client, h.WorkflowID, workflow.ResumeInput{
 				InterruptID: res.Interrupt.ID, Answer: next.Answer, PerformDangling: next.PerformDangling}); err != nil {
 				return out, fmt.Errorf("run %d: resume: %w", i+1, err)
 			}
@@ -127,7 +127,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario) ([]RunStatus, error) {
 	return out, nil
 }
 
-func workflowIDOf(o agent.RunOptions) string {
+func workflowIDOf(o runclient.RunOptions) string {
 	if o.ThreadID != "" {
 		return o.ThreadID
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/hooks"
@@ -87,7 +87,7 @@ func TestApprovalRunsWhatWasApproved(t *testing.T) {
 	)}, Resumes: []scenario.Resume{{Answer: "approved", PerformDangling: true, Turns: []scenario.Turn{{Text: &done}}}}}
 	w := newApprovalWorld(t, run)
 	c := dial(t, server.Address())
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: w.tq, Model: "m", Hooks: []string{"upper_order_id", "block_page_oncall"}})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: w.tq, Model: "m", Hooks: []string{"upper_order_id", "block_page_oncall"}})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
 	assert.Equal(t, workflow.ApprovalHook, res.Interrupt.Hook)
@@ -97,9 +97,9 @@ func TestApprovalRunsWhatWasApproved(t *testing.T) {
 	assert.JSONEq(t, `{"order_id": "ORD-1", "amount": 10}`, string(res.Trace[0].Arguments), "the held line shows what will run")
 	assert.Empty(t, w.bill.Refunds(), "nothing ran before the approval")
 
-	_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
-	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status, "the resumed response is not held again")
 	last := lastLines(res.Trace)
@@ -118,7 +118,7 @@ func TestApprovalRunsWhatWasApproved(t *testing.T) {
 	assert.Equal(t, 0, inv["page_oncall"], "the blocked call's body never ran")
 	assert.Equal(t, 1, inv["lookup_order"])
 
-	recs, err := agent.Log(ctxT(t), c, h)
+	recs, err := runclient.Log(ctxT(t), c, h)
 	require.NoError(t, err)
 	require.Len(t, recs, 1, "performed held calls are never recorded; the cancel is")
 	assert.Equal(t, "page_oncall", recs[0].Tool)
@@ -141,7 +141,7 @@ func TestHookInterruptRunsWhatWasApproved(t *testing.T) {
 	)}, Resumes: []scenario.Resume{{Answer: "approved", PerformDangling: true, Turns: []scenario.Turn{{Text: &done}}}}}
 	w := newApprovalWorld(t, run)
 	c := dial(t, server.Address())
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: w.tq, Model: "m", Hooks: []string{"upper_order_id", "approve_refund"}})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: w.tq, Model: "m", Hooks: []string{"upper_order_id", "approve_refund"}})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
 	assert.Equal(t, "approve_refund", res.Interrupt.Hook)
@@ -150,9 +150,9 @@ func TestHookInterruptRunsWhatWasApproved(t *testing.T) {
 		"the held line shows the arguments the hooks before the interrupting one left")
 
 	require.NoError(t, update(t, c, h.WorkflowID, workflow.UpdateHooks, workflow.HooksInput{Install: []string{"block_page_oncall"}}))
-	_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
-	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status, "approve_refund does not hold the resumed response again")
 	last := lastLines(res.Trace)

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/codec"
@@ -104,10 +104,10 @@ func TestEncryptedRuns(t *testing.T) {
 	thread := threadID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, res, err := agent.Run(ctx, c1, agent.RunOptions{TaskQueue: tq1, Model: "first", ThreadID: thread, Message: "Mme Tulipe wants her refund"})
+	_, res, err := runclient.Run(ctx, c1, runclient.RunOptions{TaskQueue: tq1, Model: "first", ThreadID: thread, Message: "Mme Tulipe wants her refund"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
-	recs, err := agent.ThreadLog(ctx, c1, thread, "")
+	recs, err := runclient.ThreadLog(ctx, c1, thread, "")
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
 	require.Contains(t, recs[1].Arguments, "BLOB-SECRET", "the client reads it decrypted")
@@ -197,7 +197,7 @@ func TestEncryptedRuns(t *testing.T) {
 	c2 := encryptedClient(t, addr, keys21, blobs)
 	startWorker(t, c2, tq1, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), PayloadLimit: -1,
 		Models: map[string]activities.Model{"first": first, "again": again}})
-	h2, res, err := agent.Run(ctx, c2, agent.RunOptions{TaskQueue: tq1, Model: "again", ThreadID: thread, Message: "again"})
+	h2, res, err := runclient.Run(ctx, c2, runclient.RunOptions{TaskQueue: tq1, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the k1 log was read")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
@@ -258,7 +258,7 @@ func TestWorkerWithoutKey(t *testing.T) {
 	model := demo.RefundStory().Runs[0].Model()
 	tq := taskQueue(t.Name())
 	w := startWorker(t, other, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
-	h, err := agent.Start(ctxT(t), keyed, agent.RunOptions{TaskQueue: tq, Model: "demo", ThreadID: threadID(t), Message: "refund"})
+	h, err := runclient.Start(ctxT(t), keyed, runclient.RunOptions{TaskQueue: tq, Model: "demo", ThreadID: threadID(t), Message: "refund"})
 	require.NoError(t, err)
 	time.Sleep(3 * time.Second)
 	desc, err := keyed.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, h.RunID)
@@ -271,7 +271,7 @@ func TestWorkerWithoutKey(t *testing.T) {
 	w.Stop()
 
 	startWorker(t, keyed, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
-	res, err := agent.Await(ctxT(t), keyed, h, "")
+	res, err := runclient.Await(ctxT(t), keyed, h, "")
 	require.NoError(t, err)
 	assert.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
@@ -350,7 +350,7 @@ func TestCLIPrivateFiles(t *testing.T) {
 	assert.Equal(t, []string{"k1", "k2"}, keys.KeyIDs())
 
 	c := dial(t, server.Address())
-	h, res := runScript(t, c, demo.NewToolbox(), scenario.Run{Turns: []scenario.Turn{turn(call("c1", "lookup_order", `{"order_id": "o"}`))}}, agent.RunOptions{})
+	h, res := runScript(t, c, demo.NewToolbox(), scenario.Run{Turns: []scenario.Turn{turn(call("c1", "lookup_order", `{"order_id": "o"}`))}}, runclient.RunOptions{})
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	out := filepath.Join(t.TempDir(), "h.json")
 	require.NoError(t, os.WriteFile(out, nil, 0o644))
@@ -376,7 +376,7 @@ func TestReplayEncryptedBlobHistory(t *testing.T) {
 	tb := demo.NewToolbox()
 	big := scenario.Run{Turns: []scenario.Turn{turn(call("a1", "audit_append", fmt.Sprintf(`{"note": %q}`, strings.Repeat("z", 100<<10))))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": big.Model()}, func(o *tworker.Options) { o.PayloadLimit = -1 })
-	h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
 	require.NoError(t, err)
 
 	file := filepath.Join(t.TempDir(), "h.json")

@@ -17,7 +17,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -57,17 +57,17 @@ func playChain(t *testing.T, every int, scope string) (*workflow.RunResult, *dem
 	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: id, TaskQueue: tq}, workflow.WorkflowName,
 		workflow.RunInput{ThreadID: scope, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: every})
 	require.NoError(t, err)
-	h := agent.Handle{WorkflowID: id, RunID: run.GetRunID()}
-	res, err := agent.Await(ctxT(t), c, h, "")
+	h := runclient.Handle{WorkflowID: id, RunID: run.GetRunID()}
+	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	out, err := agent.Resume(ctxT(t), c, id, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	out, err := runclient.Resume(ctxT(t), c, id, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	assert.False(t, out.Duplicate)
-	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
-	res.Trace, err = agent.Trace(ctxT(t), c, h, res)
+	res.Trace, err = runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
 	return res, tb, id
 }
@@ -170,7 +170,7 @@ func TestLargeStateWithoutBlobStore(t *testing.T) {
 	models := map[string]activities.Model{"big": big.Model(), "next": next.Model(), "huge": huge.Model()}
 	tq := scriptWorker(t, c, tb, models)
 	thread := threadID(t)
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "big", ThreadID: thread, Message: "go"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "big", ThreadID: thread, Message: "go"})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Equal(t, 15, tb.Invocations()["audit_append"])
@@ -179,18 +179,18 @@ func TestLargeStateWithoutBlobStore(t *testing.T) {
 	b, _ := json.Marshal(res)
 	assert.Less(t, len(b), 64<<10, "the result names the content, it does not copy it (%d bytes)", len(b))
 
-	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "next", ThreadID: thread, Message: "again"})
+	_, res, err = runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "next", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 15, tb.Invocations()["audit_append"], "the earlier run's record served it")
-	recs, err := agent.ThreadLog(ctxT(t), c, thread, "")
+	recs, err := runclient.ThreadLog(ctxT(t), c, thread, "")
 	require.NoError(t, err)
 	require.Len(t, recs, 16)
 	assert.Contains(t, recs[3].Arguments, pad(100<<10), "the log reads back whole from the run that holds it")
 
 	// A model response of 2 MB: the run fails before its calls run.
-	h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "huge", Message: "go"})
-	var failed *agent.RunFailedError
+	h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "huge", Message: "go"})
+	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
 	assert.Equal(t, activities.ErrPayloadTooLarge, failed.Type())
 	assert.Regexp(t, `^agent run failed \(tulip.PayloadTooLarge\): the model's response is 2\.0 MiB, over the 1\.9 MiB payload limit`, failed.Error())
@@ -238,9 +238,9 @@ func TestPluginOnClientTakesItsStorage(t *testing.T) {
 	w := sdkworker.New(c, tq, sdkworker.Options{}) // the client's plugin
 	require.NoError(t, w.Start())
 	defer w.Stop()
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
 	require.NoError(t, err)
-	trace, err := agent.Trace(ctxT(t), c, h, res)
+	trace, err := runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeExecuted, trace[0].Outcome)
 	assert.Nil(t, trace[0].Error, "no payload limit with the client's blob store")

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -60,7 +60,7 @@ func TestConversationCacheBytesRepages(t *testing.T) {
 	tq := taskQueue(t.Name())
 	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": model},
 		ConversationCache: cache})
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "read the pages"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "read the pages"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status, "%v", res.Error)
 	assert.Equal(t, "read them all", res.Answer)

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/demo/billing"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -112,7 +112,7 @@ func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Ser
 	order := fmt.Sprintf("ord-%s-%d", point, i)
 	marker := filepath.Join(t.TempDir(), "crashed")
 	first := startProcess(t, bin, tq, bill.URL(), point, marker)
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", Message: order,
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "refund", Message: order,
 		ThreadID: fmt.Sprintf("%s-%d", tq, i), WorkflowTaskTimeout: 2 * time.Second})
 	require.NoError(t, err)
 
@@ -134,7 +134,7 @@ func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Ser
 
 	second := startProcess(t, bin, tq, bill.URL(), "", "")
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
-	res, err := agent.Await(ctxT(t), c, h, "")
+	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status, "trial %d", i)
 
@@ -149,7 +149,7 @@ func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Ser
 	// that changed per attempt would show here even where the crash came
 	// before billing or after the activity completed.
 	assert.Equal(t, "refund:"+order+":120:v1", bill.KeyOf(made[0].RefundID), "trial %d: the key billing got", i)
-	recs, err := agent.Log(ctxT(t), c, h)
+	recs, err := runclient.Log(ctxT(t), c, h)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	assert.Equal(t, dedup.Executed, recs[0].Origin)
@@ -169,7 +169,7 @@ func TestTwoAgentsOneRefund(t *testing.T) {
 	var receipts []string
 	for _, name := range []string{"triage", "billing"} {
 		run := scenario.Run{Turns: []scenario.Turn{turn(call("c-"+name, "issue_refund", refund))}}
-		_, res := runScript(t, c, tb, run, agent.RunOptions{ThreadID: thread, Agent: name})
+		_, res := runScript(t, c, tb, run, runclient.RunOptions{ThreadID: thread, Agent: name})
 		require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome, name)
 		var out billing.Receipt
 		require.NoError(t, json.Unmarshal(res.Trace[0].Result, &out))

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -163,7 +163,7 @@ func TestCLIDevMetrics(t *testing.T) {
 	url := regexp.MustCompile(`metrics \(Prometheus\): (\S+)`).FindStringSubmatch(out.String())[1]
 
 	c := dial(t, addr)
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", Message: "refund"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", Message: "refund"})
 	require.NoError(t, err)
 	served := 0
 	for _, l := range res.Trace {
@@ -188,15 +188,15 @@ func TestCLIDevMetrics(t *testing.T) {
 	// An interrupt and its resume, and a run that continues as new: every
 	// tulip metric, by the name the exporter gives it (the README's table),
 	// and no tag with an empty value.
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "support", Message: "isolate web-1",
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "support", Message: "isolate web-1",
 		Hooks: []string{"approve_isolate_host"}})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
 	require.NoError(t, err)
-	_, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	_, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
-	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", Message: "refund", ContinueAfterTurns: 2})
+	_, res, err = runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", Message: "refund", ContinueAfterTurns: 2})
 	require.NoError(t, err)
 	require.Greater(t, res.ContinuedAsNew, 0)
 	resp, err = http.Get(url)

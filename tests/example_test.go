@@ -11,7 +11,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 )
@@ -80,7 +80,7 @@ func Example_refundRecipe() {
 	defer w.Stop()
 
 	// 4. Run the agent.
-	_, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: "refund-recipe", Model: "support", Message: "Refund ord-4821"})
+	_, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: "refund-recipe", Model: "support", Message: "Refund ord-4821"})
 	if err != nil {
 		panic(err)
 	}
@@ -136,7 +136,7 @@ func Example_threadModel() {
 
 	thread := fmt.Sprintf("customer-%d", time.Now().UnixNano())
 	for range 2 {
-		_, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: "thread-model", Model: "script", ThreadID: thread, Message: "refund ord-4821"})
+		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: "thread-model", Model: "script", ThreadID: thread, Message: "refund ord-4821"})
 		if err != nil {
 			panic(err)
 		}

@@ -20,7 +20,7 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -56,7 +56,7 @@ func TestFailoverWithinHeartbeat(t *testing.T) {
 			events := filepath.Join(dir, "events")
 			a, out := hangProcess(t, bin, tq, "-hang-at", at, "-marker", filepath.Join(dir, "marker"), "-events", events)
 			c := dial(t, server.Address())
-			h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "report", Message: "report"})
+			h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "report", Message: "report"})
 			require.NoError(t, err)
 			line, err := out.ReadString('\n')
 			require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestFailoverWithinHeartbeat(t *testing.T) {
 			require.NoError(t, a.Process.Kill())
 			_, _ = a.Process.Wait()
 			hangProcess(t, bin, tq, "-events", events)
-			res, err := agent.Await(ctxT(t), c, h, "")
+			res, err := runclient.Await(ctxT(t), c, h, "")
 			require.NoError(t, err)
 			require.Equal(t, workflow.StatusCompleted, res.Status)
 
@@ -100,7 +100,7 @@ func TestGracefulStopFinishesTheCall(t *testing.T) {
 	events := filepath.Join(t.TempDir(), "events")
 	a, _ := hangProcess(t, bin, tq, "-events", events, "-tool-delay", "3s")
 	c := dial(t, server.Address())
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "report", Message: "report"})
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "report", Message: "report"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(events)
@@ -111,7 +111,7 @@ func TestGracefulStopFinishesTheCall(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, state.Success(), "the worker stopped cleanly: %v", state)
 	hangProcess(t, bin, tq, "-events", events)
-	res, err := agent.Await(ctxT(t), c, h, "")
+	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	b, err := os.ReadFile(events)
@@ -166,7 +166,7 @@ func TestSlowConversationReadKeepsTheAttempt(t *testing.T) {
 	opts := tworker.Options{Models: map[string]activities.Model{"note": answer}}
 	first := startWorker(t, c, tq, opts)
 	thread := "slow-read-" + tq
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "one"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "one"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	first.Stop()
@@ -179,7 +179,7 @@ func TestSlowConversationReadKeepsTheAttempt(t *testing.T) {
 		DeadlockDetectionTimeout: time.Minute})
 	require.NoError(t, w.Start())
 	defer w.Stop()
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "two"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "two"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 

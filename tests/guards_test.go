@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -47,7 +47,7 @@ func TestTerminatedMidCallKeepsItsRecords(t *testing.T) {
 	startWorker(t, c, tq, tworker.Options{Tools: append(tb.Tools(), export), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"first": first.Model(), "again": again}})
 	thread := threadID(t)
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund and export"})
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund and export"})
 	require.NoError(t, err)
 	select {
 	case <-started:
@@ -55,12 +55,12 @@ func TestTerminatedMidCallKeepsItsRecords(t *testing.T) {
 		t.Fatal("the export never started")
 	}
 	require.Eventually(t, func() bool {
-		st, err := agent.State(ctxT(t), c, h)
+		st, err := runclient.State(ctxT(t), c, h)
 		return err == nil && len(st.Trace) >= 1 && st.Trace[0].Outcome == workflow.OutcomeExecuted
 	}, time.Minute, 50*time.Millisecond, "the refund settles while the export runs")
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "operator stopped it"))
 
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "did it go through?"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "did it go through?"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 1)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the terminated run's refund is served")
@@ -90,14 +90,14 @@ func TestModelSeesMessagesHeldByAnotherRun(t *testing.T) {
 	w1 := startWorker(t, c, tq, opts)
 	thread := threadID(t)
 	message := "please refund " + order + " " + strings.Repeat("abcdefghij", 30<<10)
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
 	require.NoError(t, err)
 	result := string(res.Trace[0].Result)
 	require.Greater(t, len(result), 512)
 	w1.Stop()
 	startWorker(t, c, tq, opts) // a new worker: its cache holds nothing
 
-	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "again"})
+	_, res, err = runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	require.NotNil(t, res.State)
 	require.NotNil(t, res.State.Conversation, "the state goes by reference")

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/hooks"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -94,21 +94,21 @@ func TestKeysNeverRepeatOnAThread(t *testing.T) {
 	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{w.tool()}, Models: models,
 		Hooks: map[string]hooks.Hook{"hold_mint": hooks.Approve("mint", "minting needs approval")}})
 	thread := threadID(t)
-	opts := func(model string) agent.RunOptions {
-		return agent.RunOptions{TaskQueue: tq, Model: model, ThreadID: thread, Message: "mint", ContinueAfterTurns: 1}
+	opts := func(model string) runclient.RunOptions {
+		return runclient.RunOptions{TaskQueue: tq, Model: model, ThreadID: thread, Message: "mint", ContinueAfterTurns: 1}
 	}
 
 	for _, model := range []string{"r1", "r2"} {
-		h, res, err := agent.Run(ctxT(t), c, opts(model))
+		h, res, err := runclient.Run(ctxT(t), c, opts(model))
 		require.NoError(t, err)
 		require.Equal(t, workflow.StatusInterrupted, res.Status, model)
-		_, err = agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+		_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 		require.NoError(t, err)
-		res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+		res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 		require.NoError(t, err)
 		require.Equal(t, workflow.StatusCompleted, res.Status, model)
 		assert.GreaterOrEqual(t, res.ContinuedAsNew, 2, "%s continued as new", model)
-		res.Trace, err = agent.Trace(ctxT(t), c, h, res)
+		res.Trace, err = runclient.Trace(ctxT(t), c, h, res)
 		require.NoError(t, err)
 		dangling := 0
 		for _, l := range res.Trace {
@@ -123,7 +123,7 @@ func TestKeysNeverRepeatOnAThread(t *testing.T) {
 	w.mu.Lock()
 	w.block = true
 	w.mu.Unlock()
-	h, err := agent.Start(ctxT(t), c, opts("r3"))
+	h, err := runclient.Start(ctxT(t), c, opts("r3"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return w.has("c9") }, time.Minute, 20*time.Millisecond)
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, "", "stopped mid-call"))
@@ -132,7 +132,7 @@ func TestKeysNeverRepeatOnAThread(t *testing.T) {
 	w.mu.Unlock()
 	close(w.release)
 
-	_, res, err := agent.Run(ctxT(t), c, opts("r4"))
+	_, res, err := runclient.Run(ctxT(t), c, opts("r4"))
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 

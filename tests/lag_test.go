@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -117,7 +117,7 @@ func TestPlainStartBehindLaggingVisibility(t *testing.T) {
 	}
 }
 
-// A thread's first run started by the Go client (agent.Start) proves the
+// A thread's first run started by the Go client (runclient.Start) proves the
 // thread new (a describe found no run, and the start used REJECT_DUPLICATE):
 // it lists nothing and waits for nothing, even with an hour of configured
 // lag; the second run names the first (previous_run_id), reads it without
@@ -131,12 +131,12 @@ func TestNewThreadSkipsTheListing(t *testing.T) {
 	thread := threadID(t)
 	ctx, cancel := context.WithTimeout(ctxT(t), time.Minute) // an hour's wait would end it
 	defer cancel()
-	_, first, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	_, first, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
 	assert.Zero(t, lists.Load(), "a new thread lists no runs")
 
-	_, second, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	_, second, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, second.Trace[0].Outcome, "the second run loaded the first")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
@@ -365,7 +365,7 @@ func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
 	tq := taskQueue(t.Name())
 	lists := countedListingWorker(t, c, tq, tb, 0)
 	thread := threadID(t)
-	_, first, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	_, first, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
 
@@ -375,7 +375,7 @@ func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, empty.GetRunID(), "left nothing"))
 
-	h, again, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
+	h, again, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, again.Trace[0].Outcome, "the run before the empty one was loaded")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
@@ -399,10 +399,10 @@ func TestHintFallbackWaitsOutTheLag(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, tb, tq := laggingWorker(t, tc.wait)
 			thread := threadID(t)
-			_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "hello", ThreadID: thread})
+			_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "hello", ThreadID: thread})
 			require.NoError(t, err)
 			time.Sleep(visibilityLag + 500*time.Millisecond) // the older run, listed by now: no refund in it
-			_, first, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread})
+			_, first, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread})
 			require.NoError(t, err)
 			require.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
 
@@ -412,7 +412,7 @@ func TestHintFallbackWaitsOutTheLag(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, empty.GetRunID(), "left nothing"))
 
-			_, again, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread})
+			_, again, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread})
 			require.NoError(t, err)
 			assert.Equal(t, tc.outcome, again.Trace[0].Outcome)
 			assert.Equal(t, tc.refunds, tb.Invocations()["issue_refund"])

@@ -12,7 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
@@ -59,7 +59,7 @@ func TestLocalTools(t *testing.T) {
 	tq := taskQueue(t.Name())
 	opts := tworker.Options{Tools: lt.tools(t), Models: map[string]activities.Model{"script": run.Model()}}
 	startWorker(t, c, tq, opts)
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "script"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "script"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 

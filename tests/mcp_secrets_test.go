@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/api/temporalproto"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/mcp"
 	"github.com/tulip-temporal/tulip/openai"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -112,7 +112,7 @@ func TestMCPURLSecretsNeverEnterHistory(t *testing.T) {
 	require.NoError(t, err)
 	startWorker(t, c, tq, tworker.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
 
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "gpt", Message: "look up"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "look up"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Positive(t, web.authorized.Load(), "the real URL connected")
@@ -227,7 +227,7 @@ func TestMCPEnvValuesNeverEnterHistory(t *testing.T) {
 	require.NoError(t, err)
 	startWorker(t, c, tq, tworker.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
 
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "gpt", Message: "check"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "check"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Equal(t, "Bearer "+workerSecret, f.authHdr[0], "the worker's key is the model's")

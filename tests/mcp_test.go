@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/mcp"
 	"github.com/tulip-temporal/tulip/openai"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -146,7 +146,7 @@ func TestMCPToolsOnTemporal(t *testing.T) {
 		answer("done"),
 	)
 	w = newMCPWorld(t, f, false)
-	h, res, err := agent.Run(ctxT(t), w.c, agent.RunOptions{TaskQueue: w.tq, Model: "gpt", Message: "work"})
+	h, res, err := runclient.Run(ctxT(t), w.c, runclient.RunOptions{TaskQueue: w.tq, Model: "gpt", Message: "work"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Equal(t, map[string]workflow.Outcome{
@@ -186,7 +186,7 @@ func TestMCPDestructiveCallWaitsForApproval(t *testing.T) {
 		answer("done"),
 	)
 	w = newMCPWorld(t, f, true)
-	h, res, err := agent.Run(ctxT(t), w.c, agent.RunOptions{TaskQueue: w.tq, Model: "gpt", Message: "write"})
+	h, res, err := runclient.Run(ctxT(t), w.c, runclient.RunOptions{TaskQueue: w.tq, Model: "gpt", Message: "write"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
 	require.NotNil(t, res.Interrupt)
@@ -195,9 +195,9 @@ func TestMCPDestructiveCallWaitsForApproval(t *testing.T) {
 	_, err = os.Stat(w.path("c.txt"))
 	assert.True(t, os.IsNotExist(err), "nothing written before the approval")
 
-	_, err = agent.Resume(ctxT(t), w.c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), w.c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
-	res, err = agent.Await(ctxT(t), w.c, h, res.Interrupt.ID)
+	res, err = runclient.Await(ctxT(t), w.c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Equal(t, "approved", w.read(t, "c.txt"))

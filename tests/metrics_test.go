@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/demo"
 	tulipotel "github.com/tulip-temporal/tulip/otel"
@@ -148,9 +148,9 @@ func TestMetricsCountDecisions(t *testing.T) {
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: story.Models(tq)})
 	thread := threadID(t)
 	var trace []workflow.TraceLine
-	var last agent.Handle
+	var last runclient.Handle
 	for i := range story.Runs {
-		h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-%d", tq, i+1), ThreadID: thread, Message: "go"})
+		h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-%d", tq, i+1), ThreadID: thread, Message: "go"})
 		require.NoError(t, err)
 		trace = append(trace, res.Trace...)
 		last = h
@@ -188,7 +188,7 @@ func TestMetricsCountDecisions(t *testing.T) {
 	assert.Equal(t, int64(tb.Invocations()["issue_refund"]), mm.get(activities.MetricToolLatency+"{outcome=ok,tool=issue_refund}"), "one timing per body attempt")
 	assert.Greater(t, mm.get(workflow.MetricModelTurnLatency+"{}"), int64(0))
 
-	_, err = agent.Log(ctxT(t), c, last) // a query: one more replay
+	_, err = runclient.Log(ctxT(t), c, last) // a query: one more replay
 	require.NoError(t, err)
 	check("after a replay")
 }
@@ -205,7 +205,7 @@ func TestTracingSpans(t *testing.T) {
 	tq := taskQueue(t.Name())
 	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq),
 		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
 	require.NoError(t, err)
 	count := func() (decisions, models int, served []tracetest.SpanStub) {
 		for _, s := range exp.GetSpans() {
@@ -249,7 +249,7 @@ func TestTracingSpans(t *testing.T) {
 			assert.NotContains(t, a.Value.Emit(), "ord-4821", "no arguments or results in spans")
 		}
 	}
-	_, err = agent.Log(ctxT(t), c, h) // a replay
+	_, err = runclient.Log(ctxT(t), c, h) // a replay
 	require.NoError(t, err)
 	d2, m2, _ := count()
 	assert.Equal(t, decisions, d2, "a replay adds no span")
@@ -289,7 +289,7 @@ func TestMetricsOnceWhenATaskIsRetried(t *testing.T) {
 	tq := taskQueue(t.Name())
 	obs := &panicOnce{}
 	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq), Observer: obs})
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
 	require.NoError(t, err)
 	require.True(t, obs.panicked)
 	failedTasks := 0
@@ -320,16 +320,16 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 	tb := demo.NewToolbox()
 	tq := taskQueue(t.Name())
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
-	opts := agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: 2}
-	h, res, err := agent.Run(ctxT(t), c, opts)
+	opts := runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: 2}
+	h, res, err := runclient.Run(ctxT(t), c, opts)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
 	require.NoError(t, err)
-	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
-	trace, err := agent.Trace(ctxT(t), c, h, res)
+	trace, err := runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
 
 	want := map[string]int64{}
@@ -403,7 +403,7 @@ func TestMetricTagsBounded(t *testing.T) {
 	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Models: map[string]activities.Model{"m": script.Model()},
 		MetricAgents: []string{"support"}, Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
 	for _, agentIn := range []string{"", agentName} { // "": the default agent, support
-		_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Agent: agentIn})
+		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Agent: agentIn})
 		require.NoError(t, err)
 		require.Equal(t, workflow.StatusCompleted, res.Status)
 		require.Len(t, res.Trace, 2)
@@ -470,7 +470,7 @@ func TestNearMissPathsNotValues(t *testing.T) {
 	tq := taskQueue(t.Name())
 	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{refundTool}, Models: map[string]activities.Model{"m": script.Model()},
 		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 2)
 	nm := res.Trace[1].NearMiss

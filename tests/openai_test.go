@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/openai"
 	tworker "github.com/tulip-temporal/tulip/worker"
@@ -107,7 +107,7 @@ func answer(text string) func(w http.ResponseWriter) {
 }
 
 // runOpenAI runs the support agent against f with the demo toolbox.
-func runOpenAI(t *testing.T, f *fakeOpenAI) (*demo.Toolbox, agent.Handle, *workflow.RunResult, error) {
+func runOpenAI(t *testing.T, f *fakeOpenAI) (*demo.Toolbox, runclient.Handle, *workflow.RunResult, error) {
 	t.Helper()
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
@@ -115,7 +115,7 @@ func runOpenAI(t *testing.T, f *fakeOpenAI) (*demo.Toolbox, agent.Handle, *workf
 	require.NoError(t, err)
 	tb := demo.NewToolbox()
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "gpt", Message: "Please refund ord-1"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "Please refund ord-1"})
 	return tb, h, res, err
 }
 
@@ -294,7 +294,7 @@ func TestOpenAIFailuresAreClear(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeOpenAI(t, c.reply)
 			_, _, res, err := runOpenAI(t, f)
-			var failed *agent.RunFailedError
+			var failed *runclient.RunFailedError
 			require.ErrorAs(t, err, &failed)
 			assert.True(t, hasErrorType(err, c.typ), "%v", err)
 			require.NotNil(t, res)

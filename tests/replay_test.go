@@ -17,7 +17,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -100,7 +100,7 @@ func TestReplayBadHistory(t *testing.T) {
 	assert.Contains(t, lines[1], "worker.ReplayHistories")
 }
 
-func writeHistory(t *testing.T, c client.Client, h agent.Handle, path string) {
+func writeHistory(t *testing.T, c client.Client, h runclient.Handle, path string) {
 	t.Helper()
 	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(history(t, c, h.WorkflowID, h.RunID))
 	require.NoError(t, err)
@@ -127,12 +127,12 @@ func TestRecordHistories(t *testing.T) {
 	play := func(name string, sc *scenario.Scenario) {
 		tq := taskQueue("record")
 		startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: sc.Models(tq)})
-		var handles []agent.Handle
+		var handles []runclient.Handle
 		r := &scenario.Runner{Client: c, TaskQueue: tq, Prefix: tq, OnLine: func(scenario.Line) {}}
 		runs, err := r.Run(ctxT(t), sc)
 		require.NoError(t, err)
 		for _, run := range runs {
-			handles = append(handles, agent.Handle{WorkflowID: run.WorkflowID})
+			handles = append(handles, runclient.Handle{WorkflowID: run.WorkflowID})
 		}
 		for i, h := range handles {
 			// Runs on one thread share a workflow ID: take each run's ID
@@ -185,9 +185,9 @@ func TestRecordHistories(t *testing.T) {
 		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
 	})
 	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": forever}})
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 3})
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 3})
 	require.NoError(t, err)
-	_, err = agent.Await(ctxT(t), c, h, "")
+	_, err = runclient.Await(ctxT(t), c, h, "")
 	require.Error(t, err)
 	writeHistory(t, c, h, filepath.Join(historiesDir, "max-turns-failure.json"))
 
@@ -199,7 +199,7 @@ func TestRecordHistories(t *testing.T) {
 	require.NoError(t, tworker.Register(w, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": dup.Model()}}))
 	require.NoError(t, w.Start())
 	defer w.Stop()
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m"})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeExecuted, res.Trace[1].Outcome, "without the interceptor the duplicate executes")
 	writeHistory(t, c, h, filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json"))
@@ -238,18 +238,18 @@ func recordChain(t *testing.T, c client.Client) {
 	tq := taskQueue("record")
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
 	thread := tq + "-chain"
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go",
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go",
 		Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: 2})
 	require.NoError(t, err)
-	res, err := agent.Await(ctxT(t), c, h, "")
+	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
-	_, err = agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
-	res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.ContinuedAsNew, 3)
 	for i, id := range chainRunIDs(t, c, thread) {
-		writeHistory(t, c, agent.Handle{WorkflowID: thread, RunID: id}, filepath.Join(historiesDir, fmt.Sprintf("continue-as-new-%d.json", i+1)))
+		writeHistory(t, c, runclient.Handle{WorkflowID: thread, RunID: id}, filepath.Join(historiesDir, fmt.Sprintf("continue-as-new-%d.json", i+1)))
 	}
 }
 
@@ -261,14 +261,14 @@ func recordAfterTerminated(t *testing.T, c client.Client) {
 	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", refund))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()})
 	thread := tq + "-terminated"
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		st, err := agent.State(ctxT(t), c, h)
+		st, err := runclient.State(ctxT(t), c, h)
 		return err == nil && len(st.Trace) == 1
 	}, time.Minute, 50*time.Millisecond)
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "stopped"))
-	h2, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
+	h2, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	writeHistory(t, c, h, filepath.Join(historiesDir, "terminated-mid-run.json"))
@@ -289,7 +289,7 @@ func chainRunIDs(t *testing.T, c client.Client, workflowID string) []string {
 	return ids
 }
 
-func countBefore(hs []agent.Handle, i int) int {
+func countBefore(hs []runclient.Handle, i int) int {
 	n := 0
 	for j := 0; j < i; j++ {
 		if hs[j].WorkflowID == hs[i].WorkflowID {
@@ -333,7 +333,7 @@ func TestReplayNamesTheTool(t *testing.T) {
 	record := func(idempotent bool) string {
 		tq := taskQueue(t.Name())
 		startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{ticket(idempotent)}, Models: map[string]activities.Model{"m": run.Model()}})
-		h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m"})
+		h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m"})
 		require.NoError(t, err)
 		f := filepath.Join(t.TempDir(), fmt.Sprintf("idempotent-%v.json", idempotent))
 		writeHistory(t, c, h, f)

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
@@ -105,7 +105,7 @@ func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *
 		th.message += " " + strings.Repeat("x", 300<<10)
 	}
 	for _, step := range []struct{ model, msg string }{{"first", th.message}, {"hello", "thanks"}} {
-		h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: step.model, ThreadID: th.thread, Message: step.msg})
+		h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: step.model, ThreadID: th.thread, Message: step.msg})
 		require.NoError(t, err)
 		require.Equal(t, workflow.StatusCompleted, res.Status)
 		th.runs = append(th.runs, h.RunID)
@@ -164,7 +164,7 @@ func TestThreadOutlivesItsRunsInTheStore(t *testing.T) {
 			for _, i := range tc.delete {
 				deleteRun(t, th.c, th.thread, th.runs[i])
 			}
-			_, res, err := agent.Run(ctxT(t), th.c, agent.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
+			_, res, err := runclient.Run(ctxT(t), th.c, runclient.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
 			require.NoError(t, err)
 			require.Equal(t, workflow.StatusCompleted, res.Status)
 			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the refund is served from the thread's log")
@@ -178,7 +178,7 @@ func TestThreadOutlivesItsRunsInTheStore(t *testing.T) {
 
 			// And on: the run that took the stored state holds it, so the
 			// next run needs no deleted run either.
-			_, res, err = agent.Run(ctxT(t), th.c, agent.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "and now?"})
+			_, res, err = runclient.Run(ctxT(t), th.c, runclient.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "and now?"})
 			require.NoError(t, err)
 			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 			assert.Equal(t, 1, th.refundRequests())
@@ -196,8 +196,8 @@ func TestThreadLostWithoutAStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	_, _, err := agent.Run(ctx, th.c, agent.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
-	var failed *agent.RunFailedError
+	_, _, err := runclient.Run(ctx, th.c, runclient.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
+	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
 	assert.Equal(t, activities.ErrThreadLost, failed.Type())
 	assert.Contains(t, failed.Error(), th.runs[0], "the error names the deleted run")
@@ -292,10 +292,10 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 			w1 := startWorker(t, c, tq, opts(blocked))
 			thread := threadID(t)
 			message := "please refund ord-4821 " + strings.Repeat("x", 300<<10) // the state goes by reference
-			h1, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
+			h1, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
 			require.NoError(t, err)
 
-			h2, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "did it go through?"})
+			h2, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "did it go through?"})
 			require.NoError(t, err)
 			select {
 			case <-inFlight:
@@ -308,10 +308,10 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(ctxT(t), 90*time.Second)
 			defer cancel()
-			res, err := agent.Await(ctx, c, h2, "")
+			res, err := runclient.Await(ctx, c, h2, "")
 			assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
 			if !withStore {
-				var failed *agent.RunFailedError
+				var failed *runclient.RunFailedError
 				require.ErrorAs(t, err, &failed)
 				assert.Equal(t, activities.ErrThreadLost, failed.Type())
 				assert.Contains(t, failed.Error(), h1.RunID)
@@ -349,14 +349,14 @@ func TestCustomCheckpointerLosesATerminatedRun(t *testing.T) {
 			tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()},
 				func(o *tworker.Options) { o.Checkpointer = cp })
 			thread := threadID(t)
-			h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+			h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 			require.NoError(t, err)
 			require.Eventually(t, func() bool {
-				st, err := agent.State(ctxT(t), c, h)
+				st, err := runclient.State(ctxT(t), c, h)
 				return err == nil && len(st.Trace) == 1
 			}, time.Minute, 50*time.Millisecond, "the refund settles, then the model blocks")
 			require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "operator stopped it"))
-			_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
+			_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
 			require.NoError(t, err)
 			if asStore {
 				assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
@@ -382,7 +382,7 @@ func TestContinuedChainSavesToTheStore(t *testing.T) {
 		o.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
 	})
 	thread := threadID(t)
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund", ContinueAfterTurns: 1})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund", ContinueAfterTurns: 1})
 	require.NoError(t, err)
 	require.Greater(t, res.ContinuedAsNew, 0, "the run continued as new")
 	resp, err := c.ListWorkflow(ctxT(t), &workflowservice.ListWorkflowExecutionsRequest{Query: `WorkflowId = "` + thread + `"`})
@@ -398,7 +398,7 @@ func TestContinuedChainSavesToTheStore(t *testing.T) {
 	for run := range runs {
 		deleteRun(t, c, thread, run)
 	}
-	_, res, err = agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "again"})
+	_, res, err = runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
@@ -422,18 +422,18 @@ func TestStoreFillsOnlyWhatHistoryLost(t *testing.T) {
 		})
 	thread := threadID(t)
 	message := "please refund ord-4821 " + strings.Repeat("x", 300<<10) // the state goes by reference
-	h1, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
+	h1, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: message})
 	require.NoError(t, err)
-	h2, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "and ord-77"})
+	h2, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "and ord-77"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		st, err := agent.State(ctxT(t), c, h2)
+		st, err := runclient.State(ctxT(t), c, h2)
 		return err == nil && len(st.Trace) == 1
 	}, time.Minute, 50*time.Millisecond, "the second refund settles, then the model blocks")
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, h2.RunID, "operator stopped it"))
 	deleteRun(t, c, thread, h1.RunID)
 
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "both?"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "both?"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 2)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)

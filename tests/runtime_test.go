@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -34,12 +34,12 @@ const refund = `{"order_id": "ord-4821", "amount": 120.0}`
 
 // runScript runs one scripted run on a fresh worker and returns the handle
 // and result.
-func runScript(t *testing.T, c client.Client, tb *demo.Toolbox, run scenario.Run, opts agent.RunOptions) (agent.Handle, *workflow.RunResult) {
+func runScript(t *testing.T, c client.Client, tb *demo.Toolbox, run scenario.Run, opts runclient.RunOptions) (runclient.Handle, *workflow.RunResult) {
 	t.Helper()
 	tq := taskQueue(t.Name())
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"script": run.Model()}})
 	opts.TaskQueue, opts.Model = tq, "script"
-	h, res, err := agent.Run(ctxT(t), c, opts)
+	h, res, err := runclient.Run(ctxT(t), c, opts)
 	require.NoError(t, err)
 	return h, res
 }
@@ -59,7 +59,7 @@ func TestServedCallAddsNoHistoryEvent(t *testing.T) {
 	types := map[string][]string{}
 	for name, run := range scripts {
 		tb := demo.NewToolbox()
-		h, res := runScript(t, c, tb, run, agent.RunOptions{})
+		h, res := runScript(t, c, tb, run, runclient.RunOptions{})
 		require.Equal(t, workflow.StatusCompleted, res.Status)
 		types[name] = eventTypes(history(t, c, h.WorkflowID, h.RunID))
 		t.Logf("%s: %d events, issue_refund ran %d times", name, len(types[name]), tb.Invocations()["issue_refund"])
@@ -107,7 +107,7 @@ func TestWorkerReplacedMidRun(t *testing.T) {
 	c1 := dial(t, server.Address())
 	plugin1 := tworker.Options{Tools: tb1.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": blocking}}
 	w1 := startWorker(t, c1, tq, plugin1)
-	h, err := agent.Start(ctxT(t), c1, agent.RunOptions{TaskQueue: tq, Model: "m"})
+	h, err := runclient.Start(ctxT(t), c1, runclient.RunOptions{TaskQueue: tq, Model: "m"})
 	require.NoError(t, err)
 	<-reached
 	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
@@ -115,7 +115,7 @@ func TestWorkerReplacedMidRun(t *testing.T) {
 
 	c2 := dial(t, server.Address())
 	startWorker(t, c2, tq, tworker.Options{Tools: tb2.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": script}})
-	res, err := agent.Await(ctxT(t), c2, h, "")
+	res, err := runclient.Await(ctxT(t), c2, h, "")
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	got := map[string]workflow.Outcome{}
@@ -140,7 +140,7 @@ func TestCheckpointSurvivesServerRestart(t *testing.T) {
 		require.NoError(t, err)
 		c := dial(t, srv.Address())
 		run := scenario.Run{Turns: []scenario.Turn{turn(call("c", "issue_refund", refund))}}
-		_, res := runScript(t, c, tb, run, agent.RunOptions{ThreadID: thread})
+		_, res := runScript(t, c, tb, run, runclient.RunOptions{ThreadID: thread})
 		require.Equal(t, want, res.Trace[0].Outcome, "run %d", i+1)
 		c.Close()
 		srv.Stop()
@@ -158,34 +158,34 @@ func TestThreadBusyAndResumeErrors(t *testing.T) {
 	tb := demo.NewToolbox()
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": run.Model()}})
 	thread := "busy-" + tq
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
 	require.Len(t, res.Interrupt.Held, 1)
 
-	_, err = agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread})
-	var busy *agent.ThreadBusyError
+	_, err = runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread})
+	var busy *runclient.ThreadBusyError
 	require.ErrorAs(t, err, &busy)
 	assert.Equal(t, thread, busy.ThreadID)
 
-	_, err = agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: "int-9", Answer: "x"})
+	_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: "int-9", Answer: "x"})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	assert.Equal(t, activities.ErrStaleInterrupt, appErr.Type())
 
-	out, err := agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	out, err := runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	assert.False(t, out.Duplicate)
-	again, err := agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	again, err := runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	assert.True(t, again.Duplicate, "delivered twice, takes effect once")
-	final, err := agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+	final, err := runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
 	assert.Equal(t, workflow.StatusCompleted, final.Status)
 	assert.Equal(t, 1, tb.Invocations()["isolate_host"])
 
-	_, err = agent.Resume(ctxT(t), c, thread, workflow.ResumeInput{Answer: "late"})
-	var nie *agent.NotInterruptedError
+	_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{Answer: "late"})
+	var nie *runclient.NotInterruptedError
 	assert.ErrorAs(t, err, &nie)
 }
 
@@ -195,19 +195,19 @@ func TestThreadSurvivesTerminatedRun(t *testing.T) {
 	c := dial(t, server.Address())
 	thread := "terminated-" + taskQueue("t")
 	tb := demo.NewToolbox()
-	_, res := runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}, agent.RunOptions{ThreadID: thread})
+	_, res := runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}, runclient.RunOptions{ThreadID: thread})
 	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
 
 	h, res := runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c2", "isolate_host", `{"host": "h"}`))}},
-		agent.RunOptions{ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
+		runclient.RunOptions{ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "test"))
 
-	_, res = runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}, agent.RunOptions{ThreadID: thread})
+	_, res = runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}, runclient.RunOptions{ThreadID: thread})
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 
-	recs, err := agent.ThreadLog(ctxT(t), c, thread, "")
+	recs, err := runclient.ThreadLog(ctxT(t), c, thread, "")
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
 	assert.Equal(t, "executed", string(recs[0].Origin))
@@ -251,7 +251,7 @@ func TestCallsOfAResponseRunAtOnce(t *testing.T) {
 			call("c", "meet", `{"n": 3}`), call("d", "meet", `{"n": 1}`))}}
 		tq := taskQueue(t.Name())
 		startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{meet}, Models: map[string]activities.Model{"m": run.Model()}})
-		_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", SequentialCalls: sequential})
+		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", SequentialCalls: sequential})
 		require.NoError(t, err)
 		require.Len(t, res.Trace, 4)
 		want := `"together"`
@@ -283,7 +283,7 @@ func TestDevserverAppliesDynamicConfig(t *testing.T) {
 	for name, s := range map[string]*devserver.Server{"suggest at 20": srv, "default": server} {
 		c := dial(t, s.Address())
 		tb := demo.NewToolbox()
-		_, res := runScript(t, c, tb, run, agent.RunOptions{})
+		_, res := runScript(t, c, tb, run, runclient.RunOptions{})
 		require.Equal(t, workflow.StatusCompleted, res.Status, name)
 		require.Len(t, res.Trace, 6, name)
 		continued[name] = res.ContinuedAsNew

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/streams"
@@ -32,7 +32,7 @@ func TestStreamRefusesOutsidePublishers(t *testing.T) {
 	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"m": script.Model()}})
 	for _, text := range []bool{false, true} {
-		h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Message: "go",
+		h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go",
 			Hooks: []string{"approve_isolate_host"}, Stream: &workflow.StreamOptions{Text: text}})
 		require.NoError(t, err)
 		require.Equal(t, workflow.StatusInterrupted, res.Status)
@@ -83,9 +83,9 @@ func TestStreamRefusesOutsidePublishers(t *testing.T) {
 		require.NoError(t, streams.Decode(page.Items[0].Data, &item))
 		assert.Equal(t, workflow.OutcomeHeld, item.Outcome)
 
-		_, err = agent.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+		_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 		require.NoError(t, err)
-		res, err = agent.Await(ctxT(t), c, h, res.Interrupt.ID)
+		res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 		require.NoError(t, err)
 		require.Equal(t, workflow.StatusCompleted, res.Status)
 	}

@@ -24,7 +24,7 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/openai"
@@ -164,7 +164,7 @@ func TestStreamGoSubscriber(t *testing.T) {
 	go func() {
 		subErr <- streams.Subscribe(ctxT(t), c, h.WorkflowID, streams.SubscribeOptions{RunID: h.RunID}, got.add)
 	}()
-	res, err := agent.Await(ctxT(t), c, h, "")
+	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	require.Equal(t, 2, res.ContinuedAsNew)
@@ -178,7 +178,7 @@ func TestStreamGoSubscriber(t *testing.T) {
 	desc, err := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, "")
 	require.NoError(t, err)
 	closed := desc.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
-	trace, err := agent.Trace(ctxT(t), c, h, res)
+	trace, err := runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
 	checkStream(t, items, trace, model, res.Answer)
 	var early int
@@ -196,7 +196,7 @@ func TestStreamGoSubscriber(t *testing.T) {
 	plain := func(stream *workflow.StreamOptions) int {
 		tq := taskQueue(t.Name() + fmt.Sprint(stream == nil))
 		startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: demo.RefundStory().Models(tq)})
-		h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go", Stream: stream})
+		h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go", Stream: stream})
 		require.NoError(t, err)
 		return len(history(t, c, h.WorkflowID, h.RunID).GetEvents())
 	}
@@ -207,7 +207,7 @@ func TestStreamGoSubscriber(t *testing.T) {
 // slow OpenAI-compatible endpoint) calls report_case in each of its first
 // tools turns and streams each answer in pieces gap apart; the run continues
 // as new every 2 turns and streams its text in 50 ms pieces.
-func startStreamingRun(t *testing.T, tools int, gap time.Duration) (client.Client, *slowModel, agent.Handle) {
+func startStreamingRun(t *testing.T, tools int, gap time.Duration) (client.Client, *slowModel, runclient.Handle) {
 	t.Helper()
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
@@ -215,7 +215,7 @@ func startStreamingRun(t *testing.T, tools int, gap time.Duration) (client.Clien
 	oai, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
 	require.NoError(t, err)
 	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
 		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
 	require.NoError(t, err)
 	return c, model, h
@@ -321,7 +321,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 	ready, err := outR.ReadString('\n')
 	require.NoError(t, err, "the subscriber did not start: %s", subErr.String())
 	require.Equal(t, "ready\n", ready)
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
 		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
 	require.NoError(t, err)
 	_, err = fmt.Fprintln(in, h.WorkflowID)
@@ -368,7 +368,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 	second := worker()
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
 
-	res, err := agent.Await(ctxT(t), c, h, "")
+	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	require.Equal(t, 2, res.ContinuedAsNew)
@@ -401,7 +401,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 		require.NoError(t, err)
 		items[i] = streams.Item{Topic: l.Topic, Data: data, Offset: l.Offset}
 	}
-	trace, err := agent.Trace(ctxT(t), c, h, res)
+	trace, err := runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
 	checkStream(t, items, trace, model, res.Answer)
 	desc, err := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, "")
@@ -429,7 +429,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 	var files []string
 	for i, run := range runs {
 		f := filepath.Join(dirH, fmt.Sprintf("run-%d.json", i))
-		writeHistory(t, c, agent.Handle{WorkflowID: h.WorkflowID, RunID: run}, f)
+		writeHistory(t, c, runclient.Handle{WorkflowID: h.WorkflowID, RunID: run}, f)
 		files = append(files, f)
 	}
 	replayModel, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})

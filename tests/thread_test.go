@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/openai"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -43,7 +43,7 @@ func TestThreadConversationReachesTheModel(t *testing.T) {
 	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
 	thread := threadID(t)
 	for _, msg := range []string{"Please refund ord-4821", "Did that go through? Refund it if not."} {
-		_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "gpt", ThreadID: thread, Message: msg})
+		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", ThreadID: thread, Message: msg})
 		require.NoError(t, err)
 		require.Equal(t, workflow.StatusCompleted, res.Status)
 	}
@@ -86,7 +86,7 @@ func refundedThread(t *testing.T) (client.Client, *demo.Toolbox, string, string)
 	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "second": second.Model()})
 	thread := threadID(t)
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
 	return c, tb, tq, thread
@@ -139,24 +139,24 @@ func TestTerminatedRunKeepsItsRecords(t *testing.T) {
 	second := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()})
 	thread := threadID(t)
-	h, err := agent.Start(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		st, err := agent.State(ctxT(t), c, h)
+		st, err := runclient.State(ctxT(t), c, h)
 		return err == nil && len(st.Trace) == 2
 	}, time.Minute, 50*time.Millisecond, "the refund settles, then the model blocks")
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "operator stopped it"))
-	_, err = agent.Await(ctxT(t), c, h, "")
-	var failed *agent.RunFailedError
+	_, err = runclient.Await(ctxT(t), c, h, "")
+	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
 	assert.Equal(t, "agent run was terminated", failed.Error())
 
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 1)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "the refund body ran once")
-	recs, err := agent.ThreadLog(ctxT(t), c, thread, "")
+	recs, err := runclient.ThreadLog(ctxT(t), c, thread, "")
 	require.NoError(t, err)
 	require.Len(t, recs, 3, "the terminated run's refund and mint, and the served refund")
 	assert.Equal(t, h.RunID, recs[0].Run)
@@ -193,7 +193,7 @@ func TestStrictInputs(t *testing.T) {
 		assert.Nil(t, details.State, "a refused run leaves no state")
 	})
 
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", Hooks: []string{"approve_isolate_host"}})
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Hooks: []string{"approve_isolate_host"}})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusInterrupted, res.Status)
 	intID := res.Interrupt.ID
@@ -219,11 +219,11 @@ func TestStrictInputs(t *testing.T) {
 		require.NoError(t, c.SignalWorkflow(ctxT(t), h.WorkflowID, "", workflow.SignalResume,
 			map[string]any{"interruptId": intID, "answer": "ok", "performDangling": true}))
 		time.Sleep(300 * time.Millisecond)
-		st, err := agent.State(ctxT(t), c, h)
+		st, err := runclient.State(ctxT(t), c, h)
 		require.NoError(t, err)
 		assert.Equal(t, workflow.StatusInterrupted, st.Status, "the misspelled signal was dropped, not half-applied")
-		require.NoError(t, agent.ResumeBySignal(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: intID, Answer: "ok", PerformDangling: true}))
-		res, err := agent.Await(ctxT(t), c, h, intID)
+		require.NoError(t, runclient.ResumeBySignal(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: intID, Answer: "ok", PerformDangling: true}))
+		res, err := runclient.Await(ctxT(t), c, h, intID)
 		require.NoError(t, err)
 		assert.Equal(t, workflow.StatusCompleted, res.Status)
 		assert.Equal(t, workflow.OutcomeDangling, res.Trace[len(res.Trace)-1].Outcome, "the held call ran")
@@ -247,8 +247,8 @@ func TestRunFailedIsOneLine(t *testing.T) {
 		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
 	})
 	tq := scriptWorker(t, c, demo.NewToolbox(), map[string]activities.Model{"m": forever})
-	_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 2})
-	var failed *agent.RunFailedError
+	_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 2})
+	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
 	assert.Equal(t, "agent run failed (tulip.MaxTurnsExceeded): the run reached its limit of 2 model turns", failed.Error())
 	assert.Equal(t, activities.ErrMaxTurns, failed.Type())
@@ -267,7 +267,7 @@ func TestRefusedRunLeavesThreadIntact(t *testing.T) {
 	third := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "third": third.Model()})
 	thread := threadID(t)
-	_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
+	_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 	require.NoError(t, err)
 	bad, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
 		map[string]any{"thread_id": thread, "model": "third", "mesage": "typo"})
@@ -275,7 +275,7 @@ func TestRefusedRunLeavesThreadIntact(t *testing.T) {
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, bad.Get(ctxT(t), nil), &app)
 	require.Equal(t, activities.ErrBadInput, app.Type())
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "third", ThreadID: thread, Message: "again"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "third", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
@@ -294,13 +294,13 @@ func TestFailedRunMidThreadKeepsItsRecords(t *testing.T) {
 	}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("a1", "issue_refund", other))}}
 	tq2 := scriptWorker(t, c, tb, map[string]activities.Model{"failing": failing.Model(), "again": again.Model()})
-	_, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq2, Model: "failing", ThreadID: thread, Message: "refund ord-7"})
-	var failed *agent.RunFailedError
+	_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq2, Model: "failing", ThreadID: thread, Message: "refund ord-7"})
+	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
 	require.Equal(t, activities.ErrUnknownHook, failed.Type())
 	require.Equal(t, 2, tb.Invocations()["issue_refund"])
 
-	_, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq2, Model: "again", ThreadID: thread, Message: "again"})
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq2, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the failed run's refund is in the thread")
 	assert.Equal(t, 2, tb.Invocations()["issue_refund"])
@@ -322,7 +322,7 @@ func TestCheckpointerChoiceReplays(t *testing.T) {
 		}
 		tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": run.Model()}, opts)
 		thread := threadID(t)
-		h, _, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go"})
+		h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go"})
 		require.NoError(t, err)
 		file := filepath.Join(t.TempDir(), "h.json")
 		writeHistory(t, c, h, file)

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/codec"
 )
@@ -150,7 +150,7 @@ func TestWebUI(t *testing.T) {
 
 	c := encryptedClient(t, addr, keys, nil)
 	thread := "ui-" + threadID(t)
-	h, res, err := agent.Run(ctxT(t), c, agent.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", ThreadID: thread,
+	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "demo", ThreadID: thread,
 		Message: "Please refund order ord-4821 to Mme Tulipe"})
 	require.NoError(t, err)
 	require.Equal(t, "issue_refund", res.Trace[0].Tool)

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/openai"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -94,32 +94,32 @@ func (e *env) chat(args []string) error {
 	defer stop()
 	// The run streams its decisions and the model's text (Temporal's
 	// Workflow Streams): the chat shows them as they happen.
-	opts := agent.RunOptions{TaskQueue: ChatTaskQueue, Model: chatModel, Agent: *agentName, ThreadID: *thread,
+	opts := runclient.RunOptions{TaskQueue: ChatTaskQueue, Model: chatModel, Agent: *agentName, ThreadID: *thread,
 		Message: fs.Arg(0), Hooks: hooks, MaxTurns: *maxTurns, Stream: &workflow.StreamOptions{Text: true, Content: true}}
 	if *thread == "" {
 		opts.WorkflowID = "tulip-chat-" + randomID()
 	}
 	e.progress("running agent %s on %s", *agentName, mf.baseURL)
-	h, err := agent.Start(e.ctx, s.client, opts)
+	h, err := runclient.Start(e.ctx, s.client, opts)
 	if err != nil {
 		return err
 	}
 	l := e.watch(s.client, h, *asJSON)
-	res, err := agent.Await(e.ctx, s.client, h, "")
+	res, err := runclient.Await(e.ctx, s.client, h, "")
 	l.stop(s.client, h, res)
 	return e.report(s.client, h, res, err, c, *db, mf, *asJSON, tb, l)
 }
 
-// report prints what a chat run came to (as agent.Run or agent.Await
+// report prints what a chat run came to (as runclient.Run or runclient.Await
 // returned it), and how to resume it when it is interrupted.
 // With l (a chat that printed the run live), only what it did not show is
 // printed: a summary, and lines or text it missed.
-func (e *env) report(cl client.Client, h agent.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox, l *live) error {
+func (e *env) report(cl client.Client, h runclient.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox, l *live) error {
 	if err != nil && res == nil {
 		return err
 	}
 	// Lines that leave large content out are read back whole.
-	if lines, terr := agent.Trace(e.ctx, cl, h, res); terr == nil {
+	if lines, terr := runclient.Trace(e.ctx, cl, h, res); terr == nil {
 		res.Trace, res.TraceFrom, res.TraceParts = lines, 0, nil
 	} else if err == nil {
 		return terr
@@ -181,7 +181,7 @@ func (e *env) printRun(res *workflow.RunResult, asJSON bool, lv *live, tb *demo.
 	}
 }
 
-func (e *env) explainInterrupt(h agent.Handle, res *workflow.RunResult, c *conn, db string, mf *modelFlags) error {
+func (e *env) explainInterrupt(h runclient.Handle, res *workflow.RunResult, c *conn, db string, mf *modelFlags) error {
 	if res.Status != workflow.StatusInterrupted || res.Interrupt == nil {
 		return nil
 	}

@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
@@ -202,7 +202,7 @@ func (e *env) inspect(args []string) error {
 		return err
 	}
 	defer s.Close()
-	recs, err := agent.ThreadLog(e.ctx, s.client, fs.Arg(0), *agentName)
+	recs, err := runclient.ThreadLog(e.ctx, s.client, fs.Arg(0), *agentName)
 	if err != nil {
 		return err
 	}
@@ -467,24 +467,24 @@ func (e *env) resume(args []string) error {
 	id := fs.Arg(0)
 	if *bySignal {
 		if in.InterruptID == "" {
-			st, err := agent.State(e.ctx, s.client, agent.Handle{WorkflowID: id})
+			st, err := runclient.State(e.ctx, s.client, runclient.Handle{WorkflowID: id})
 			if err != nil {
 				return err
 			}
 			if st.Interrupt == nil {
-				return &agent.NotInterruptedError{WorkflowID: id}
+				return &runclient.NotInterruptedError{WorkflowID: id}
 			}
 			in.InterruptID = st.Interrupt.ID
 		}
-		if err := agent.ResumeBySignal(e.ctx, s.client, id, in); err != nil {
+		if err := runclient.ResumeBySignal(e.ctx, s.client, id, in); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "sent resume of %s to %s by signal\n", in.InterruptID, id)
 		return nil
 	}
-	res, err := agent.Resume(e.ctx, s.client, id, in)
+	res, err := runclient.Resume(e.ctx, s.client, id, in)
 	if err != nil {
-		var nie *agent.NotInterruptedError
+		var nie *runclient.NotInterruptedError
 		if errors.As(err, &nie) {
 			return err
 		}
@@ -499,8 +499,8 @@ func (e *env) resume(args []string) error {
 		return nil // the run goes on on its worker
 	}
 	// This process is the run's worker: wait for the run and print it.
-	h := agent.Handle{WorkflowID: id}
-	final, err := agent.Await(e.ctx, s.client, h, res.InterruptID)
+	h := runclient.Handle{WorkflowID: id}
+	final, err := runclient.Await(e.ctx, s.client, h, res.InterruptID)
 	return e.report(s.client, h, final, err, c, *db, mf, *asJSON, tb, nil)
 }
 

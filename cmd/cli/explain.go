@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -52,7 +52,7 @@ func (e *env) explain(args []string) error {
 		return err
 	}
 	defer s.Close()
-	cp, err := agent.Thread(e.ctx, s.client, thread)
+	cp, err := runclient.Thread(e.ctx, s.client, thread)
 	if err != nil {
 		return err
 	}

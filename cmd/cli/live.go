@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/streams"
 	"github.com/tulip-temporal/tulip/workflow"
@@ -36,7 +36,7 @@ type live struct {
 }
 
 // watch subscribes to the run h and prints what comes, until stop.
-func (e *env) watch(c client.Client, h agent.Handle, asJSON bool) *live {
+func (e *env) watch(c client.Client, h runclient.Handle, asJSON bool) *live {
 	ctx, cancel := context.WithCancel(e.ctx)
 	l := &live{e: e, asJSON: asJSON, cancel: cancel, done: make(chan error, 1), lines: map[string]string{},
 		cut: map[string]bool{}, answered: map[int]bool{}, pieces: map[[2]int]int{}, said: map[int]string{}}
@@ -143,7 +143,7 @@ func (l *live) endText() {
 // stop ends the subscription once it has read what the run published so
 // far: a closed run's stream ends by itself; an interrupted run's is read
 // up to its current offset.
-func (l *live) stop(c client.Client, h agent.Handle, res *workflow.RunResult) {
+func (l *live) stop(c client.Client, h runclient.Handle, res *workflow.RunResult) {
 	defer l.cancel()
 	wait := time.After(10 * time.Second)
 	if res != nil && res.Status == workflow.StatusInterrupted {

@@ -6,7 +6,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 )
 
 // watchCmd prints a run live from its stream, started by any client: each
@@ -36,7 +36,7 @@ func (e *env) watchCmd(args []string) error {
 	if st := info.GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return fmt.Errorf("watch %s: its run is closed (%s); 'tulip inspect' shows a thread's log", id, statusName(st))
 	}
-	h := agent.Handle{WorkflowID: id, RunID: info.GetExecution().GetRunId()}
+	h := runclient.Handle{WorkflowID: id, RunID: info.GetExecution().GetRunId()}
 	e.progress("watching %s (run %s)", id, h.RunID)
 	l := e.watch(s.client, h, *asJSON)
 	err = <-l.done

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/workflow"
 )
@@ -112,7 +112,7 @@ const statusStuck = "stuck"
 type run struct {
 	k, thread  int
 	plain      bool
-	h          agent.Handle
+	h          runclient.Handle
 	status     string
 	err        string
 	turns      int
@@ -147,12 +147,12 @@ func (w *workload) play(ctx context.Context, r *run) {
 	}
 	skip := ""
 	for {
-		res, err := agent.Await(ctx, w.c, r.h, skip)
+		res, err := runclient.Await(ctx, w.c, r.h, skip)
 		if ctx.Err() != nil {
 			r.status, r.err = statusStuck, "no end before the deadline"
 			return
 		}
-		var failed *agent.RunFailedError
+		var failed *runclient.RunFailedError
 		if errors.As(err, &failed) {
 			r.status, r.err = workflow.StatusFailed, failed.Error()
 			return
@@ -175,13 +175,13 @@ func (w *workload) resume(ctx context.Context, r *run, in workflow.ResumeInput) 
 	for ctx.Err() == nil {
 		var err error
 		if r.k%4 == 0 {
-			err = agent.ResumeBySignal(ctx, w.c, r.h.WorkflowID, in)
+			err = runclient.ResumeBySignal(ctx, w.c, r.h.WorkflowID, in)
 		} else {
-			_, err = agent.Resume(ctx, w.c, r.h.WorkflowID, in)
+			_, err = runclient.Resume(ctx, w.c, r.h.WorkflowID, in)
 		}
 		if err == nil || resumed(err) {
 			if r.k%6 == 0 {
-				_, _ = agent.Resume(ctx, w.c, r.h.WorkflowID, in) // again: a duplicate, refused or absorbed
+				_, _ = runclient.Resume(ctx, w.c, r.h.WorkflowID, in) // again: a duplicate, refused or absorbed
 			}
 			return
 		}
@@ -192,13 +192,13 @@ func (w *workload) resume(ctx context.Context, r *run, in workflow.ResumeInput) 
 // resumed says whether a resume failed because the run is no longer
 // interrupted by it: an earlier try whose answer was lost took effect.
 func resumed(err error) bool {
-	var closed *agent.NotInterruptedError
+	var closed *runclient.NotInterruptedError
 	var app *temporal.ApplicationError
 	return errors.As(err, &closed) ||
 		(errors.As(err, &app) && (app.Type() == activities.ErrNotInterrupted || app.Type() == activities.ErrStaleInterrupt))
 }
 
-// startRun starts r, as agent.Start does (hooks, previous_run_id, a 2 s
+// startRun starts r, as runclient.Start does (hooks, previous_run_id, a 2 s
 // workflow task timeout) or plainly, trying again while the server is
 // away. A start whose answer was lost finds its run open: that run is
 // adopted when it is r's.
@@ -214,14 +214,14 @@ func (w *workload) startRun(ctx context.Context, r *run) error {
 			wr, err = w.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: thread, TaskQueue: w.tq}, workflow.WorkflowName,
 				workflow.RunInput{ThreadID: thread, Model: "soak", Message: msg})
 			if err == nil {
-				r.h = agent.Handle{WorkflowID: wr.GetID(), RunID: wr.GetRunID()}
+				r.h = runclient.Handle{WorkflowID: wr.GetID(), RunID: wr.GetRunID()}
 			}
 		} else {
-			r.h, err = agent.Start(ctx, w.c, agent.RunOptions{TaskQueue: w.tq, Model: "soak", ThreadID: thread, Message: msg,
+			r.h, err = runclient.Start(ctx, w.c, runclient.RunOptions{TaskQueue: w.tq, Model: "soak", ThreadID: thread, Message: msg,
 				Hooks: []string{"approve_isolate_host"}, WorkflowTaskTimeout: 2 * time.Second, ContinueAfterTurns: w.continueAfter})
-			var busy *agent.ThreadBusyError
+			var busy *runclient.ThreadBusyError
 			if errors.As(err, &busy) && w.ours(ctx, thread, busy.RunID, msg) {
-				r.h, err = agent.Handle{WorkflowID: thread, RunID: busy.RunID}, nil
+				r.h, err = runclient.Handle{WorkflowID: thread, RunID: busy.RunID}, nil
 			}
 		}
 		if err == nil {

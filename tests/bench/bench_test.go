@@ -26,7 +26,7 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -71,7 +71,7 @@ func record(b *testing.B, srv *devserver.Server, run scenario.Run, sequential bo
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	h, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 4, SequentialCalls: sequential})
+	h, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 4, SequentialCalls: sequential})
 	require.NoError(b, err)
 	require.Equal(b, workflow.StatusCompleted, res.Status)
 	hist := &historypb.History{}

@@ -14,7 +14,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/mcp"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -101,7 +101,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	run := func(model string) *historypb.History {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		h, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: model, SequentialCalls: true, MaxTurns: 4})
+		h, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: model, SequentialCalls: true, MaxTurns: 4})
 		require.NoError(b, err)
 		require.Equal(b, workflow.StatusCompleted, res.Status)
 		hist := &historypb.History{}

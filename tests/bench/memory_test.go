@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 	"github.com/tulip-temporal/tulip/workflow"
@@ -102,7 +102,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			return c.SignalWorkflow(ctx, prun.GetID(), prun.GetRunID(), plainsdk.ReleaseSignal, nil) == nil
 		}, time.Minute, 100*time.Millisecond)
 		require.NoError(b, prun.Get(ctx, nil))
-		_, res, err := agent.Run(ctx, c, agent.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
+		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
 		require.NoError(b, err)
 		require.Equal(b, workflow.StatusCompleted, res.Status)
 		rss0, heap0 := w.mem(b)
@@ -133,15 +133,15 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		require.NoError(b, g.Wait())
 		rss1, heap1 := w.mem(b)
 
-		handles := make([]agent.Handle, runs)
+		handles := make([]runclient.Handle, runs)
 		for k := range runs {
 			g.Go(func() error {
-				h, err := agent.Start(ctx, c, agent.RunOptions{WorkflowID: fmt.Sprintf("%s-tulip-%d", tq, k), TaskQueue: tq, Model: "held",
+				h, err := runclient.Start(ctx, c, runclient.RunOptions{WorkflowID: fmt.Sprintf("%s-tulip-%d", tq, k), TaskQueue: tq, Model: "held",
 					Message: "go", Hooks: []string{"hold"}, MaxTurns: turns + 2})
 				if err != nil {
 					return err
 				}
-				res, err := agent.Await(ctx, c, h, "")
+				res, err := runclient.Await(ctx, c, h, "")
 				if err != nil {
 					return err
 				}

@@ -14,7 +14,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -97,7 +97,7 @@ func (e *perfEnv) history(b *testing.B, id, runID string) *historypb.History {
 func (e *perfEnv) tulip(b *testing.B, model string, turns int, sequential bool) *historypb.History {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	h, res, err := agent.Run(ctx, e.c, agent.RunOptions{TaskQueue: e.tq, Model: model, MaxTurns: turns + 2, SequentialCalls: sequential})
+	h, res, err := runclient.Run(ctx, e.c, runclient.RunOptions{TaskQueue: e.tq, Model: model, MaxTurns: turns + 2, SequentialCalls: sequential})
 	require.NoError(b, err)
 	require.Equal(b, workflow.StatusCompleted, res.Status)
 	return e.history(b, h.WorkflowID, h.RunID)

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/scenario"
@@ -103,7 +103,7 @@ func BenchmarkStreamHistory(b *testing.B) {
 		gap := map[string]time.Duration{} // the longest wait for a subscriber's next item
 		for _, arm := range arms {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			h, err := agent.Start(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: turns + 1, Stream: arm.stream})
+			h, err := runclient.Start(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: turns + 1, Stream: arm.stream})
 			require.NoError(b, err)
 			items := make(chan int, 1)
 			if arm.read {
@@ -121,7 +121,7 @@ func BenchmarkStreamHistory(b *testing.B) {
 					items <- n
 				}()
 			}
-			res, err := agent.Await(ctx, c, h, "")
+			res, err := runclient.Await(ctx, c, h, "")
 			require.NoError(b, err)
 			require.Equal(b, workflow.StatusCompleted, res.Status)
 			if arm.read {

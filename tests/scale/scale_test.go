@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
@@ -182,11 +182,11 @@ func longRun(t testing.TB, turns, size int, o longRunOptions) longRunStats {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
-	opts := agent.RunOptions{TaskQueue: tq, Model: "m", Message: "append", MaxTurns: turns + 1}
+	opts := runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "append", MaxTurns: turns + 1}
 	if o.thread {
 		opts.ThreadID = fmt.Sprintf("long-%d", time.Now().UnixNano())
 	}
-	h, res, err := agent.Run(ctx, c, opts)
+	h, res, err := runclient.Run(ctx, c, opts)
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	st := longRunStats{elapsed: time.Since(start), continued: res.ContinuedAsNew}
@@ -194,11 +194,11 @@ func longRun(t testing.TB, turns, size int, o longRunOptions) longRunStats {
 		_, st.blobs = o.blobs.Stats() // before reading the log: a query's answer is stored too
 	}
 	assert.Equal(t, turns, tb.Invocations()["audit_append"])
-	trace, err := agent.Trace(ctx, c, h, res)
+	trace, err := runclient.Trace(ctx, c, h, res)
 	require.NoError(t, err)
 	require.Len(t, trace, turns)
 	require.Contains(t, string(trace[turns/2].Arguments), strings.Repeat("x", size), "a line the chain's middle run holds, read back whole")
-	recs, err := agent.Log(ctx, c, h)
+	recs, err := runclient.Log(ctx, c, h)
 	require.NoError(t, err)
 	require.Len(t, recs, turns, "every record")
 	for i, r := range recs {
@@ -218,7 +218,7 @@ func longRun(t testing.TB, turns, size int, o longRunOptions) longRunStats {
 	if o.thread {
 		// The thread's next run repeats turn N/2's call: the record, held
 		// by a run of the chain, serves it.
-		_, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "again", ThreadID: opts.ThreadID, Message: "again"})
+		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: opts.ThreadID, Message: "again"})
 		require.NoError(t, err)
 		require.Len(t, res.Trace, 1)
 		assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the thread's next run serves an earlier call")
@@ -317,14 +317,14 @@ func TestLargeArguments(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	thread := fmt.Sprintf("big-%d", time.Now().UnixNano())
-	_, res, err := agent.Run(ctx, c, agent.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "append"})
+	_, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "append"})
 	require.NoError(t, err)
 	require.Equal(t, workflow.StatusCompleted, res.Status)
 	assert.Equal(t, 15, tb.Invocations()["audit_append"])
 	n, bytes := blobs.Stats()
 	assert.Greater(t, n, 0)
 	t.Logf("15 x 100 KB: %d blobs, %.1f MB", n, float64(bytes)/1e6)
-	recs, err := agent.ThreadLog(ctx, c, thread, "")
+	recs, err := runclient.ThreadLog(ctx, c, thread, "")
 	require.NoError(t, err)
 	assert.Len(t, recs, 15)
 }

@@ -1,0 +1,17 @@
+package activities
+
+import "context"
+
+// A Go tool is a Toolset of one tool, so that tools and toolsets are one
+// kind of thing in a worker's options.
+
+// Name is the tool's name.
+func (t *Tool) Name() string { return t.spec.Name }
+
+// Tools lists the tool's spec.
+func (t *Tool) Tools(context.Context) ([]ToolSpec, error) { return []ToolSpec{t.spec}, nil }
+
+// Call runs the tool's body with in (inside the tool's activity: the body
+// heartbeats and reads its key from the activity's context).
+func (t *Tool) Call(ctx context.Context, in ToolInput) (ToolOutput, error) { return t.fn(ctx, in) }
+var _ Toolset = (*Tool)(nil)

@@ -1,0 +1,102 @@
+package tulip_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip"
+)
+
+// A Go tool is a typed function; Idempotent lets an identical later call
+// in a run (or on its thread) be served from the execution log.
+func ExampleNewTool() {
+	type refundArgs struct {
+		OrderID string  `json:"order_id"`
+		Amount  float64 `json:"amount"`
+	}
+	refund, err := tulip.NewTool(tulip.ToolSpec{Name: "issue_refund", Description: "Refund an order.", Idempotent: true},
+		func(ctx context.Context, a refundArgs) (string, error) {
+			key := tulip.IdempotencyKey(ctx) // the same on every attempt, replay and served call
+			return "refunded " + a.OrderID + " with key " + key, nil
+		})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(refund.Name(), refund.Spec().Idempotent)
+	// Output: issue_refund true
+}
+
+// A worker gets tulip from one plugin: tools (Go tools and toolsets
+// alike), hooks and models by name.
+func ExampleNewPlugin() {
+	lookup := tulip.MustTool(tulip.ToolSpec{Name: "lookup_order", Idempotent: true, Local: true},
+		func(_ context.Context, a struct {
+			OrderID string `json:"order_id"`
+		}) (string, error) {
+			return "order " + a.OrderID + ": shipped", nil
+		})
+	model := tulip.ModelFunc(func(context.Context, tulip.ModelRequest) (tulip.ModelResponse, error) {
+		return tulip.ModelResponse{Text: "It shipped."}, nil
+	})
+	plugin, err := tulip.NewPlugin(tulip.Options{
+		Tools:  []tulip.Toolset{lookup},
+		Hooks:  map[string]tulip.Hook{"no_pages": tulip.Block("page_oncall", "paging is off tonight")},
+		Models: map[string]tulip.Model{"support": model},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(plugin.Name())
+	// Then: worker.New(c, "tulip", worker.Options{Plugins: []worker.Plugin{plugin}})
+	// Output: tulip
+}
+
+// Two tools of one name are refused when the plugin is made, not at a run.
+func ExampleNewPlugin_clash() {
+	body := func(context.Context, struct{}) (string, error) { return "", nil }
+	_, err := tulip.NewPlugin(tulip.Options{Tools: []tulip.Toolset{
+		tulip.MustTool(tulip.ToolSpec{Name: "issue_refund"}, body),
+		tulip.MustTool(tulip.ToolSpec{Name: "issue_refund"}, body),
+	}})
+	fmt.Println(err != nil)
+	// Output: true
+}
+
+// A hook sees each call before the log matches it: here it normalises
+// an order id, so "ord-1" and "ORD-1" are one call to the log.
+func ExampleHook() {
+	upper := func(c *tulip.Call) tulip.Verdict {
+		if v := c.Arg("order_id"); v != nil && v.Kind() == tulip.String {
+			c.SetArg("order_id", tulip.StringValue(toUpper(v.Str())))
+		}
+		return tulip.Verdict{}
+	}
+	_, err := tulip.NewPlugin(tulip.Options{Hooks: map[string]tulip.Hook{"upper_order_id": upper}})
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func toUpper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// KindOf reads a failure's kind wherever it came from: a failed run's
+// error, an update's, a tool's.
+func ExampleKindOf() {
+	err := fmt.Errorf("starting run 7: %w",
+		temporal.NewNonRetryableApplicationError("thread case-9: run r1 was deleted", string(tulip.ThreadLost), nil))
+	fmt.Println(tulip.KindOf(err), tulip.Is(err, tulip.ThreadLost))
+	fmt.Println(tulip.KindOf(errors.New("connection refused")) == "")
+	// Output:
+	// tulip.ThreadLost true
+	// true
+}

@@ -1,0 +1,530 @@
+// Package runclient is the client side of tulip: start an agent run, wait for
+// its answer or its interrupt, resume it, and read execution logs.
+package runclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/workflow"
+)
+
+// RunOptions start an agent run.
+type RunOptions struct {
+	// TaskQueue of the worker running tulip. Required.
+	TaskQueue string
+	// Model names a model registered on the worker. Required.
+	Model string
+	// Agent names the agent. Zero value: "support".
+	Agent string
+	// ThreadID, when set, is the run's workflow ID: the run reloads the
+	// thread's checkpoint, and a second concurrent run on it is refused
+	// with *ThreadBusyError.
+	ThreadID string
+	// WorkflowID of a run without a thread. Zero value: "tulip-run-" and a
+	// random suffix.
+	WorkflowID string
+	// Message is the user's message.
+	Message string
+	// Hooks installed at start, in order.
+	Hooks []string
+	// MaxTurns bounds the model responses. Zero value: 32.
+	MaxTurns int
+	// Limits bound argument text. Zero value: 64 levels, 256 KiB.
+	Limits dedup.Limits
+	// SequentialCalls runs the calls of one model response one after
+	// another. Zero value: they run at once.
+	SequentialCalls bool
+	// ContinueAfterTurns continues the run as new after this many model
+	// turns in one workflow run (it also does when Temporal suggests it).
+	// Zero value: 250.
+	ContinueAfterTurns int
+	// ContinueAfterBytes continues the run as new once its history is this
+	// large. Zero value: 8 MiB.
+	ContinueAfterBytes int
+	// Stream chooses what the run streams (Temporal's Workflow Streams;
+	// streams.Subscribe reads it). Zero value: every decision, and each
+	// answer once the model returns.
+	Stream *workflow.StreamOptions
+	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
+	WorkflowExecutionTimeout time.Duration
+	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
+	// with its worker is retried). Zero value: Temporal's 10 s.
+	WorkflowTaskTimeout time.Duration
+}
+
+// ThreadBusyError: a run is already open on the thread.
+type ThreadBusyError struct {
+	ThreadID string
+	RunID    string
+}
+
+func (e *ThreadBusyError) Error() string {
+	return fmt.Sprintf("thread %q already has an open run (%s); resume or finish it first", e.ThreadID, e.RunID)
+}
+
+// NotInterruptedError: a resume for a run that is closed.
+type NotInterruptedError struct {
+	WorkflowID string
+}
+
+func (e *NotInterruptedError) Error() string {
+	return fmt.Sprintf("run %q is closed: there is nothing to resume", e.WorkflowID)
+}
+
+// RunFailedError: the run failed, or was terminated, timed out or
+// cancelled. Result holds its trace and error when the run left them.
+// Error is one line; the failure's type and the run's result stay here.
+type RunFailedError struct {
+	Result *workflow.RunResult
+	Err    error
+}
+
+// Type is the failure's stable type (activities.ErrMaxTurns, ...), or ""
+// when the run closed without one (terminated, timed out, cancelled).
+func (e *RunFailedError) Type() string {
+	var app *temporal.ApplicationError
+	if errors.As(e.Err, &app) {
+		return app.Type()
+	}
+	return ""
+}
+
+func (e *RunFailedError) Error() string {
+	var app *temporal.ApplicationError
+	var term *temporal.TerminatedError
+	var timeout *temporal.TimeoutError
+	var canceled *temporal.CanceledError
+	switch {
+	case errors.As(e.Err, &app):
+		return fmt.Sprintf("agent run failed (%s): %s", app.Type(), app.Message())
+	case errors.As(e.Err, &term):
+		return "agent run was terminated"
+	case errors.As(e.Err, &timeout):
+		return "agent run timed out"
+	case errors.As(e.Err, &canceled):
+		return "agent run was cancelled"
+	}
+	return "agent run failed: " + e.Err.Error()
+}
+
+func (e *RunFailedError) Unwrap() error { return e.Err }
+
+// Handle identifies a started run: its workflow ID and the run ID it
+// started with. A run that continues as new keeps its handle: Await,
+// State, Log and Resume follow the chain.
+type Handle struct {
+	WorkflowID string
+	RunID      string
+}
+
+// Start starts an agent run and returns at once.
+func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error) {
+	return start(ctx, c, opts, true)
+}
+
+// start starts a run; again allows one more try when a run appeared on a
+// thread between its describe and its start.
+func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (Handle, error) {
+	if opts.TaskQueue == "" {
+		return Handle{}, errors.New("agent: RunOptions.TaskQueue is required")
+	}
+	if opts.Model == "" {
+		return Handle{}, errors.New("agent: RunOptions.Model is required")
+	}
+	in := workflow.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
+		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
+		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream}
+	id := opts.WorkflowID
+	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	if opts.ThreadID != "" {
+		id = opts.ThreadID
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			// No run under the ID: a new thread, if the server agrees at
+			// the start (REJECT_DUPLICATE refuses it when a run closed
+			// meanwhile). The run then skips the visibility listing and
+			// its lag.
+			in.NewThread, reuse = true, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+		case err != nil:
+			return Handle{}, fmt.Errorf("agent: thread %q: %w", id, err)
+		case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			return Handle{}, &ThreadBusyError{ThreadID: id, RunID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+		default:
+			in.PreviousRunID = desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		}
+	} else if id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = "tulip-run-" + hex.EncodeToString(b[:])
+	}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                opts.TaskQueue,
+		WorkflowIDReusePolicy:    reuse,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionTimeout: opts.WorkflowExecutionTimeout,
+		WorkflowTaskTimeout:      opts.WorkflowTaskTimeout,
+		// The Web UI shows it (user metadata); the run's current details
+		// then list its calls.
+		StaticSummary: runSummary(in),
+	}, workflow.WorkflowName, in)
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) && in.NewThread && again {
+			return start(ctx, c, opts, false) // a run started meanwhile: describe it
+		}
+		if errors.As(err, &started) {
+			return Handle{}, &ThreadBusyError{ThreadID: id, RunID: started.RunId}
+		}
+		return Handle{}, fmt.Errorf("agent: start run: %w", err)
+	}
+	return Handle{WorkflowID: run.GetID(), RunID: run.GetRunID()}, nil
+}
+
+// runSummary is a run's summary for the Web UI: agent, model, thread.
+func runSummary(in workflow.RunInput) string {
+	agent := in.Agent
+	if agent == "" {
+		agent = workflow.DefaultAgent
+	}
+	s := fmt.Sprintf("tulip agent **%s** · model %s", agent, in.Model)
+	if in.ThreadID != "" {
+		s += " · thread " + in.ThreadID
+	}
+	return s
+}
+
+// Run starts an agent run and waits for its answer or its first interrupt
+// (see Await).
+func Run(ctx context.Context, c client.Client, opts RunOptions) (Handle, *workflow.RunResult, error) {
+	h, err := Start(ctx, c, opts)
+	if err != nil {
+		return h, nil, err
+	}
+	res, err := Await(ctx, c, h, "")
+	return h, res, err
+}
+
+// PollInterval is how soon Await first asks the server whether a running
+// run is interrupted (one DescribeWorkflowExecution: no worker, no history
+// event); each later ask waits twice as long as the one before, up to
+// MaxPollInterval.
+var PollInterval = 100 * time.Millisecond
+
+// MaxPollInterval bounds the wait between Await's asks: an interrupt is
+// seen at most this long after it is durable.
+var MaxPollInterval = time.Second
+
+// Await waits until the run completes, fails, or is interrupted by an
+// interrupt other than skip. A completed or interrupted run returns its
+// result (Status tells which; Interrupt lists the held calls). A failed run
+// returns its result, when it has one, and a *RunFailedError.
+func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workflow.RunResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res *workflow.RunResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		var res workflow.RunResult
+		err := c.GetWorkflow(ctx, h.WorkflowID, h.RunID).Get(ctx, &res)
+		if err == nil {
+			done <- outcome{res: &res}
+			return
+		}
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.HasDetails() {
+			var failed workflow.RunResult
+			derr := appErr.Details(&failed)
+			if derr == nil {
+				done <- outcome{res: &failed, err: &RunFailedError{Result: &failed, Err: err}}
+				return
+			}
+			var keyErr *codec.KeyError
+			if errors.As(derr, &keyErr) {
+				done <- outcome{err: derr}
+				return
+			}
+		}
+		done <- outcome{err: &RunFailedError{Err: err}}
+	}()
+	wait := PollInterval
+	tick := time.NewTimer(wait)
+	defer tick.Stop()
+	for {
+		select {
+		case o := <-done:
+			return o.res, o.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+			wait = min(2*wait, max(MaxPollInterval, PollInterval))
+			tick.Reset(wait)
+			// The memo says the interrupt is durable; only then is the
+			// state (held calls, trace) read, and a resume sure to find it.
+			cur, id, err := interruptMemo(ctx, c, h)
+			if err != nil || id == "" || id == skip {
+				continue
+			}
+			st, err := State(ctx, c, cur)
+			var keyErr *codec.KeyError
+			if errors.As(err, &keyErr) {
+				return nil, err // this client cannot read the run: waiting will not help
+			}
+			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil &&
+				(st.Interrupt.ID == id || (id == memoUnreadable && st.Interrupt.ID != skip)) {
+				return st, nil
+			}
+		}
+	}
+}
+
+// interruptMemo reads the durable interrupt id ("" when none) of the
+// newest run of h's continue-as-new chain, and that run's handle. One
+// describe answers when h's chain is the workflow ID's newest (the usual
+// case): that description holds the newest run's memo.
+func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, error) {
+	cur, info, err := newest(ctx, c, h)
+	if err != nil {
+		return cur, "", err
+	}
+	if info == nil { // a run of an older chain: read its own memo
+		desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
+		if err != nil {
+			return cur, "", err
+		}
+		info = desc.GetWorkflowExecutionInfo()
+	}
+	p := info.GetMemo().GetFields()[workflow.MemoInterrupt]
+	if p == nil {
+		return cur, "", nil
+	}
+	var id string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &id); err != nil {
+		// Written through the client's data converter, which this
+		// package cannot reach: encrypted by a codec, say. The state
+		// query (decoded by the client) decides alone.
+		return cur, memoUnreadable, nil
+	}
+	return cur, id, nil
+}
+
+// memoUnreadable stands for an interrupt memo this package cannot decode.
+const memoUnreadable = "\x00unreadable"
+
+// current is the newest run of h's continue-as-new chain: the workflow ID's
+// current run when that run's chain started with h.RunID, else h itself.
+func current(ctx context.Context, c client.Client, h Handle) (Handle, error) {
+	if h.RunID == "" {
+		return h, nil
+	}
+	cur, _, err := newest(ctx, c, h)
+	return cur, err
+}
+
+// newest describes the workflow ID's current run: when its chain is h's
+// (it started with h.RunID, or h names no run), it returns that run and its
+// description; else h and no description.
+func newest(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb.WorkflowExecutionInfo, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
+	if err != nil {
+		return h, nil, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if h.RunID != "" && info.GetFirstRunId() != h.RunID {
+		return h, nil, nil
+	}
+	return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, info, nil
+}
+
+// State queries a run's state so far (the newest run of its chain).
+func State(ctx context.Context, c client.Client, h Handle) (*workflow.RunResult, error) {
+	h, err := current(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryState)
+	if err != nil {
+		return nil, err
+	}
+	var st workflow.RunResult
+	if err := v.Get(&st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Resume answers the run's interrupt by update. A resume with nothing to
+// resume fails: the update's validator refuses it while the run is open
+// (ApplicationError type activities.ErrNotInterrupted, or ErrStaleInterrupt
+// for an old interrupt id), and a closed run gives *NotInterruptedError.
+// A resume delivered twice for the same interrupt takes effect once.
+func Resume(ctx context.Context, c client.Client, workflowID string, in workflow.ResumeInput) (workflow.ResumeResult, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return workflow.ResumeResult{}, fmt.Errorf("agent: resume %q: %w", workflowID, err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return workflow.ResumeResult{}, &NotInterruptedError{WorkflowID: workflowID}
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateName:   workflow.UpdateResume,
+		Args:         []any{in},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return workflow.ResumeResult{}, err
+	}
+	var out workflow.ResumeResult
+	if err := h.Get(ctx, &out); err != nil {
+		return workflow.ResumeResult{}, err
+	}
+	return out, nil
+}
+
+// ResumeBySignal sends the same resume as a signal, for callers that cannot
+// send updates. It must name the interrupt; an invalid signal is dropped by
+// the run (signals cannot answer).
+func ResumeBySignal(ctx context.Context, c client.Client, workflowID string, in workflow.ResumeInput) error {
+	if in.InterruptID == "" {
+		return errors.New("agent: a resume signal must name its interrupt")
+	}
+	return c.SignalWorkflow(ctx, workflowID, "", workflow.SignalResume, in)
+}
+
+// Log returns a run's execution log (open or closed; the newest run of its
+// chain) by query, every record in full (records earlier runs hold are read
+// from them).
+func Log(ctx context.Context, c client.Client, h Handle) ([]dedup.Record, error) {
+	h, err := current(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryLog)
+	if err != nil {
+		return nil, err
+	}
+	var recs []dedup.Record
+	if err := v.Get(&recs); err != nil {
+		return nil, err
+	}
+	if len(recs) > 0 && (recs[0].Thin() || hasResultIn(recs)) {
+		st, err := State(ctx, c, h)
+		if err != nil {
+			return nil, err
+		}
+		return resolveRecords(ctx, c, h, st.Agent, recs)
+	}
+	return recs, nil
+}
+
+func hasResultIn(recs []dedup.Record) bool {
+	for _, r := range recs {
+		if r.ResultIn != nil && r.Result == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ThreadLog returns the execution log that agent left on a thread: the
+// thread's state as its newest run holds it (open or closed, however it
+// closed), as the next run on the thread would load it.
+func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]dedup.Record, error) {
+	cp, err := Thread(ctx, c, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if agent == "" {
+		agent = workflow.DefaultAgent
+	}
+	if cp == nil || cp.Agents[agent] == nil {
+		return []dedup.Record{}, nil
+	}
+	l, err := dedup.Restore(cp.Agents[agent])
+	if err != nil {
+		return nil, err
+	}
+	return l.Records(), nil
+}
+
+// Thread returns a thread's state (its conversation and every agent's
+// log), in full: the open run's, or what the next run on the thread would
+// load, with what it holds by reference read from the runs that hold it.
+
+func Thread(ctx context.Context, c client.Client, threadID string) (*activities.Checkpoint, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
+	if err != nil {
+		return nil, fmt.Errorf("agent: thread %q: %w", threadID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	var cp *activities.Checkpoint
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v, err := c.QueryWorkflow(ctx, threadID, info.GetExecution().GetRunId(), workflow.QueryThread)
+		if err != nil {
+			return nil, err
+		}
+		cp = &activities.Checkpoint{}
+		if err := v.Get(cp); err != nil {
+			return nil, err
+		}
+		if cp.Run == "" {
+			cp.Run = info.GetExecution().GetRunId()
+		}
+	} else {
+		// The current run is the newest: no listing, no lag.
+		cp, err = activities.TemporalCheckpointer{Client: c}.Load(ctx,
+			activities.ThreadRef{ThreadID: threadID, PreviousRunID: info.GetExecution().GetRunId()})
+		if err != nil {
+			return nil, err
+		}
+	}
+	full, err := activities.ResolveCheckpoint(ctx, c, threadID, cp)
+	if err != nil || full == nil {
+		return full, err
+	}
+	return full, activities.ResolveContent(full.Messages)
+}
+
+// Kind is the error's tulip kind (tulip.KindOf reads it).
+func (e *ThreadBusyError) Kind() tulip.ErrorKind { return tulip.ThreadBusy }
+
+// Kind is the error's tulip kind.
+func (e *NotInterruptedError) Kind() tulip.ErrorKind { return tulip.NotInterrupted }
+
+// Kind is the failure's tulip kind: its type when tulip raised it, else
+// tulip.RunFailed.
+func (e *RunFailedError) Kind() tulip.ErrorKind {
+	if t := e.Type(); t == "tulip.Canceled" {
+		return tulip.Cancelled
+	} else if strings.HasPrefix(t, "tulip.") {
+		return tulip.ErrorKind(t)
+	}
+	var key *codec.KeyError
+	if errors.As(e.Err, &key) {
+		return tulip.CodecKey
+	}
+	return tulip.RunFailed
+}

@@ -1,0 +1,124 @@
+package tulip
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/workflow"
+	tworker "github.com/tulip-temporal/tulip/worker"
+)
+
+// Options configure tulip on a worker. The zero value runs agents with no
+// tools, hooks or models.
+type Options struct {
+	// Tools the agents may call: Go tools (NewTool) and toolsets (an MCP
+	// server, your own) alike. A tool name must be unique across them.
+	// Zero value: none.
+	Tools []Toolset
+	// Hooks by name, for agent.Options.Hooks and mid-run installs. Zero
+	// value: none (the approval hook, tulip.approval, is always there).
+	Hooks map[string]Hook
+	// Models by name, for agent.Options.Model. Zero value: none.
+	Models map[string]Model
+	// ThreadStore keeps threads past the retention of the runs that made
+	// them (docs/threads.md). Zero value (nil): threads live in Temporal's
+	// history only, and a run whose thread's runs were deleted fails with
+	// kind ThreadLost instead of starting empty.
+	ThreadStore ThreadStore
+	// Conversation chooses what a model is shown of the thread's
+	// conversation (LastTurns, say). It never changes what the log holds
+	// or how calls match. Zero value: everything.
+	Conversation ConversationPolicy
+	// ConversationCacheBytes bounds the model activity's cache of
+	// conversations, shared by the worker's runs (a conversation it no
+	// longer holds is read from its run's history). Zero value: 64 MiB.
+	ConversationCacheBytes int64
+	// PayloadLimit is the largest payload a run, a model response or a
+	// tool result may be (kind PayloadTooLarge beyond it, before anything
+	// is lost). Zero value: a little under Temporal's 2 MiB, or no limit
+	// when the plugin is given to a client that stores large payloads
+	// externally (package blobstore). -1: no limit.
+	PayloadLimit int
+	// ModelHeartbeatTimeout is how long a model call may go without a
+	// heartbeat (tulip sends them while the model answers) before Temporal
+	// retries it, on another worker when this one died. Zero value: 5 s.
+	// Negative: none.
+	ModelHeartbeatTimeout time.Duration
+	// StopTimeout is how long a stopping worker lets in-flight tool and
+	// model calls finish before it cancels them. Zero value: 10 s, unless
+	// the worker's own WorkerStopTimeout is set.
+	StopTimeout time.Duration
+	// Observer receives each call decision and model call once, never
+	// during replay (module github.com/tulip-temporal/tulip/otel has an
+	// OpenTelemetry one). Metrics go to the client's MetricsHandler either
+	// way. Zero value: none.
+	Observer Observer
+	// MetricAgents lists the agent names that tag the worker's metrics;
+	// other agents are tagged "other", so a client's string never makes a
+	// new series. Zero value: the first 100 distinct agents, then "other".
+	MetricAgents []string
+}
+
+// Observer receives each call decision and model call of the worker's
+// runs, once, never during replay.
+type Observer = workflow.Observer
+
+// CallEvent is a call decision an Observer receives: the call, its
+// outcome (executed, served, cancelled, ...) and its downstream key.
+type CallEvent = workflow.Decision
+
+// ModelEvent is a model call an Observer receives.
+type ModelEvent = workflow.ModelCall
+
+// NewPlugin returns the worker plugin: give it to worker.Options.Plugins
+// (or client.Options.Plugins, to reach every worker of the client and see
+// where its payloads go). It registers the agent-run workflow and tulip's
+// activities, installs the workflow interceptor that routes tool calls
+// through the execution log, and refuses options that cannot work (a tool
+// name twice, a hook without a name) here rather than at a run.
+func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
+	return tworker.NewPlugin(opts.internal())
+}
+
+// ReplayOptions configure ReplayHistories: your workers' codec keys and
+// blob store, your replayer's own options. The zero value replays with a
+// plain replayer.
+type ReplayOptions = tworker.ReplayOptions
+
+// ReplayHistories replays JSON history files (as 'tulip history' or
+// 'temporal workflow show --output json' write them) with tulip installed
+// as opts configures it. It returns nil when every file replays, or one
+// *ReplayError per file that does not, joined: one line each, naming the
+// event, the tool and the likely cause. Run it in a test, so that a change
+// to your tools, hooks or tulip that would break running workflows fails
+// before it ships (docs/replay.md).
+func ReplayHistories(opts Options, ro ReplayOptions, files ...string) error {
+	return tworker.ReplayHistories(opts.internal(), ro, files...)
+}
+
+// ReplayError is a history that does not replay: the file, what differs
+// when tulip can tell, and the SDK's error.
+type ReplayError = tworker.ReplayError
+
+// internal is the worker's options: Go tools and toolsets apart.
+func (o Options) internal() tworker.Options {
+	w := tworker.Options{Hooks: o.Hooks, Models: o.Models, Conversation: o.Conversation,
+		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, StopTimeout: o.StopTimeout,
+		Observer: o.Observer, MetricAgents: o.MetricAgents}
+	for _, t := range o.Tools {
+		if tool, ok := t.(*activities.Tool); ok {
+			w.Tools = append(w.Tools, tool)
+		} else {
+			w.Toolsets = append(w.Toolsets, t)
+		}
+	}
+	if o.ThreadStore != nil {
+		w.Checkpointer = activities.TemporalCheckpointer{Store: o.ThreadStore}
+	}
+	if o.ConversationCacheBytes > 0 {
+		w.ConversationCache = activities.NewConversationCacheBytes(activities.DefaultCacheNodes, o.ConversationCacheBytes)
+	}
+	return w
+}
