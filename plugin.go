@@ -6,8 +6,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/workflow"
 	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // Options configure tulip on a worker. The zero value runs agents with no

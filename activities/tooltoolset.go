@@ -14,4 +14,5 @@ func (t *Tool) Tools(context.Context) ([]ToolSpec, error) { return []ToolSpec{t.
 // Call runs the tool's body with in (inside the tool's activity: the body
 // heartbeats and reads its key from the activity's context).
 func (t *Tool) Call(ctx context.Context, in ToolInput) (ToolOutput, error) { return t.fn(ctx, in) }
+
 var _ Toolset = (*Tool)(nil)

@@ -17,9 +17,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"

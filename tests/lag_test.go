@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"

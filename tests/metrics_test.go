@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/dedup"
 	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	tulipotel "github.com/tulip-temporal/tulip/otel"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"

@@ -22,10 +22,10 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"

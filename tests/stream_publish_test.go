@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/streams"
 	tworker "github.com/tulip-temporal/tulip/worker"

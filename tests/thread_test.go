@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/openai"
 	"github.com/tulip-temporal/tulip/scenario"
 	tworker "github.com/tulip-temporal/tulip/worker"

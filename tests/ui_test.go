@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 )
 
 // devUp runs `tulip dev` in process with args until the test ends, and

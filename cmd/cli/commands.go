@@ -21,11 +21,11 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	tworker "github.com/tulip-temporal/tulip/worker"
 	"github.com/tulip-temporal/tulip/workflow"
 )

@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/workflow"
 )
 

@@ -26,9 +26,9 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 	tworker "github.com/tulip-temporal/tulip/worker"

@@ -14,9 +14,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 	tworker "github.com/tulip-temporal/tulip/worker"

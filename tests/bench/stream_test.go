@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/scenario"
 	"github.com/tulip-temporal/tulip/streams"
 	tworker "github.com/tulip-temporal/tulip/worker"
