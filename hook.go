@@ -1,8 +1,8 @@
 package tulip
 
 import (
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/hooks"
 )
 
 // Hook is a before-tool-call hook, registered by name in Options.Hooks and

@@ -1,6 +1,6 @@
 package tulip
 
-import "github.com/tulip-temporal/tulip/activities"
+import "github.com/tulip-temporal/tulip/internal/activities"
 
 // Model produces an agent's responses. It runs in an activity, so it may
 // do I/O; Temporal retries its retryable errors. Package openaimodel is one

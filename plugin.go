@@ -5,9 +5,9 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/activities"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // Options configure tulip on a worker. The zero value runs agents with no
@@ -63,14 +63,14 @@ type Options struct {
 
 // Observer receives each call decision and model call of the worker's
 // runs, once, never during replay.
-type Observer = workflow.Observer
+type Observer = agentrun.Observer
 
 // CallEvent is a call decision an Observer receives: the call, its
 // outcome (executed, served, cancelled, ...) and its downstream key.
-type CallEvent = workflow.Decision
+type CallEvent = agentrun.Decision
 
 // ModelEvent is a model call an Observer receives.
-type ModelEvent = workflow.ModelCall
+type ModelEvent = agentrun.ModelCall
 
 // NewPlugin returns the worker plugin: give it to worker.Options.Plugins
 // (or client.Options.Plugins, to reach every worker of the client and see
@@ -79,13 +79,13 @@ type ModelEvent = workflow.ModelCall
 // through the execution log, and refuses options that cannot work (a tool
 // name twice, a hook without a name) here rather than at a run.
 func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
-	return tworker.NewPlugin(opts.internal())
+	return workerplugin.NewPlugin(opts.internal())
 }
 
 // ReplayOptions configure ReplayHistories: your workers' codec keys and
 // blob store, your replayer's own options. The zero value replays with a
 // plain replayer.
-type ReplayOptions = tworker.ReplayOptions
+type ReplayOptions = workerplugin.ReplayOptions
 
 // ReplayHistories replays JSON history files (as 'tulip history' or
 // 'temporal workflow show --output json' write them) with tulip installed
@@ -95,16 +95,16 @@ type ReplayOptions = tworker.ReplayOptions
 // to your tools, hooks or tulip that would break running workflows fails
 // before it ships (docs/replay.md).
 func ReplayHistories(opts Options, ro ReplayOptions, files ...string) error {
-	return tworker.ReplayHistories(opts.internal(), ro, files...)
+	return workerplugin.ReplayHistories(opts.internal(), ro, files...)
 }
 
 // ReplayError is a history that does not replay: the file, what differs
 // when tulip can tell, and the SDK's error.
-type ReplayError = tworker.ReplayError
+type ReplayError = workerplugin.ReplayError
 
 // internal is the worker's options: Go tools and toolsets apart.
-func (o Options) internal() tworker.Options {
-	w := tworker.Options{Hooks: o.Hooks, Models: o.Models, Conversation: o.Conversation,
+func (o Options) internal() workerplugin.Options {
+	w := workerplugin.Options{Hooks: o.Hooks, Models: o.Models, Conversation: o.Conversation,
 		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, StopTimeout: o.StopTimeout,
 		Observer: o.Observer, MetricAgents: o.MetricAgents}
 	for _, t := range o.Tools {

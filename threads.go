@@ -1,6 +1,6 @@
 package tulip
 
-import "github.com/tulip-temporal/tulip/activities"
+import "github.com/tulip-temporal/tulip/internal/activities"
 
 // ThreadStore keeps each thread's state outside Temporal, so that a thread
 // outlives its runs' histories (a namespace's retention deletes them). A

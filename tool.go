@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Toolset is a set of tools: a Go tool made with NewTool (a set of one), an

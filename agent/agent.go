@@ -22,9 +22,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // Options start an agent run.
@@ -75,7 +75,7 @@ type Options struct {
 }
 
 // StreamOptions choose what a run streams live.
-type StreamOptions = workflow.StreamOptions
+type StreamOptions = agentrun.StreamOptions
 
 // Run is a handle on a started run. A run that continues as new keeps its
 // handle: every method follows the chain to its newest run. A Run is safe

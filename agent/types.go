@@ -1,41 +1,41 @@
 package agent
 
 import (
-	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // Result is a run's result: its status, answer, trace, interrupt (when
 // interrupted) and the thread's state after it.
-type Result = workflow.RunResult
+type Result = agentrun.RunResult
 
 // The statuses of a Result.
 const (
-	Running     = workflow.StatusRunning
-	Interrupted = workflow.StatusInterrupted
-	Completed   = workflow.StatusCompleted
-	Failed      = workflow.StatusFailed
+	Running     = agentrun.StatusRunning
+	Interrupted = agentrun.StatusInterrupted
+	Completed   = agentrun.StatusCompleted
+	Failed      = agentrun.StatusFailed
 )
 
 // TraceLine is one settled tool call: its turn, tool, arguments, outcome,
 // result, downstream key, and for a served call the line it was served
 // from.
-type TraceLine = workflow.TraceLine
+type TraceLine = agentrun.TraceLine
 
 // Outcome is how a call was settled.
-type Outcome = workflow.Outcome
+type Outcome = agentrun.Outcome
 
 // The outcomes. On the wire (JSON, docs/scenarios.md) Served is spelled
 // "cached", as clients already read it.
 const (
-	Executed  = workflow.OutcomeExecuted
-	Served    = workflow.OutcomeCached
-	Cancelled = workflow.OutcomeCancelled
-	Held      = workflow.OutcomeHeld
-	Dangling  = workflow.OutcomeDangling
-	Dropped   = workflow.OutcomeDropped
-	Rejected  = workflow.OutcomeRejected
+	Executed  = agentrun.OutcomeExecuted
+	Served    = agentrun.OutcomeCached
+	Cancelled = agentrun.OutcomeCancelled
+	Held      = agentrun.OutcomeHeld
+	Dangling  = agentrun.OutcomeDangling
+	Dropped   = agentrun.OutcomeDropped
+	Rejected  = agentrun.OutcomeRejected
 )
 
 // Record is one entry of an execution log: a call's tool, canonical
@@ -44,13 +44,13 @@ type Record = dedup.Record
 
 // Interrupt is a paused run's question: its id, the hook and reason, and
 // the held calls.
-type Interrupt = workflow.Interrupt
+type Interrupt = agentrun.Interrupt
 
 // ResumeInput answers an interrupt (Approve and Decline make one).
-type ResumeInput = workflow.ResumeInput
+type ResumeInput = agentrun.ResumeInput
 
 // ResumeResult is what a resume did.
-type ResumeResult = workflow.ResumeResult
+type ResumeResult = agentrun.ResumeResult
 
 // ThreadBusyError: a run is already open on the thread (kind
 // tulip.ThreadBusy).

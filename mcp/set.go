@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // OpenOptions tune Open. Zero values are documented per field.

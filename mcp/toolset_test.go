@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // annotatedServer lists tools with every kind of annotation.

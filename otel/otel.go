@@ -24,7 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 )
 
 // Observer makes spans of tulip's decisions. Set it as
@@ -33,13 +33,13 @@ type Observer struct {
 	tracer trace.Tracer
 }
 
-var _ workflow.Observer = (*Observer)(nil)
+var _ agentrun.Observer = (*Observer)(nil)
 
 // NewObserver returns an Observer that makes its spans with tracer.
 func NewObserver(tracer trace.Tracer) *Observer { return &Observer{tracer: tracer} }
 
-// Decision implements workflow.Observer: a span "tulip.decision".
-func (o *Observer) Decision(d workflow.Decision) {
+// Decision implements agentrun.Observer: a span "tulip.decision".
+func (o *Observer) Decision(d agentrun.Decision) {
 	attrs := []attribute.KeyValue{
 		attribute.String("temporal.workflow_id", d.WorkflowID),
 		attribute.String("temporal.run_id", d.RunID),
@@ -97,9 +97,9 @@ func spanToolName(name string) string {
 	return name[:cut] + "…"
 }
 
-// ModelCall implements workflow.Observer: a span "tulip.model" from the
+// ModelCall implements agentrun.Observer: a span "tulip.model" from the
 // call's scheduling to its answer.
-func (o *Observer) ModelCall(m workflow.ModelCall) {
+func (o *Observer) ModelCall(m agentrun.ModelCall) {
 	_, span := o.tracer.Start(context.Background(), "tulip.model", trace.WithTimestamp(m.Start),
 		trace.WithAttributes(
 			attribute.String("temporal.workflow_id", m.WorkflowID),

@@ -24,7 +24,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Error says why a tool's schema cannot be used: its argument type has no

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/schema"
 )
 

@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
-	"github.com/tulip-temporal/tulip/demo/billing"
-	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/hooks"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // approvalWorld is a worker whose refunds reach a billing service (the
@@ -44,7 +44,7 @@ func newApprovalWorld(t *testing.T, run scenario.Run) approvalWorld {
 	hs["approve_refund"] = hooks.Approve("issue_refund", "refunds need a person's approval")
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: append(tb.Tools(), refundOrder), Hooks: hs,
+	startWorker(t, c, tq, workerplugin.Options{Tools: append(tb.Tools(), refundOrder), Hooks: hs,
 		Models: map[string]activities.Model{"m": run.Model()}})
 	return approvalWorld{tb: tb, bill: bill, tq: tq}
 }
@@ -60,8 +60,8 @@ func (w approvalWorld) refundedOrders() []string {
 }
 
 // lastLines is each call's last trace line (its final outcome).
-func lastLines(trace []workflow.TraceLine) map[string]workflow.TraceLine {
-	out := map[string]workflow.TraceLine{}
+func lastLines(trace []agentrun.TraceLine) map[string]agentrun.TraceLine {
+	out := map[string]agentrun.TraceLine{}
 	for _, l := range trace {
 		out[l.CallID] = l
 	}
@@ -89,28 +89,28 @@ func TestApprovalRunsWhatWasApproved(t *testing.T) {
 	c := dial(t, server.Address())
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: w.tq, Model: "m", Hooks: []string{"upper_order_id", "block_page_oncall"}})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	assert.Equal(t, workflow.ApprovalHook, res.Interrupt.Hook)
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
+	assert.Equal(t, agentrun.ApprovalHook, res.Interrupt.Hook)
 	require.Len(t, res.Interrupt.Held, 4)
 	require.Len(t, res.Trace, 4)
-	assert.Equal(t, workflow.OutcomeHeld, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeHeld, res.Trace[0].Outcome)
 	assert.JSONEq(t, `{"order_id": "ORD-1", "amount": 10}`, string(res.Trace[0].Arguments), "the held line shows what will run")
 	assert.Empty(t, w.bill.Refunds(), "nothing ran before the approval")
 
-	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status, "the resumed response is not held again")
+	require.Equal(t, agentrun.StatusCompleted, res.Status, "the resumed response is not held again")
 	last := lastLines(res.Trace)
-	assert.Equal(t, workflow.OutcomeDangling, last["c1"].Outcome)
+	assert.Equal(t, agentrun.OutcomeDangling, last["c1"].Outcome)
 	assert.JSONEq(t, `{"order_id": "ORD-1", "amount": 10}`, string(last["c1"].Arguments))
-	assert.Equal(t, workflow.OutcomeDangling, last["c2"].Outcome)
+	assert.Equal(t, agentrun.OutcomeDangling, last["c2"].Outcome)
 	assert.JSONEq(t, `{"order_id": "ORD-2", "amount": 20}`, string(last["c2"].Arguments))
-	assert.Equal(t, workflow.OutcomeCancelled, last["c3"].Outcome)
+	assert.Equal(t, agentrun.OutcomeCancelled, last["c3"].Outcome)
 	require.NotNil(t, last["c3"].Error)
 	assert.Equal(t, "paging is disabled", *last["c3"].Error)
-	assert.Equal(t, workflow.OutcomeDangling, last["c4"].Outcome)
+	assert.Equal(t, agentrun.OutcomeDangling, last["c4"].Outcome)
 	assert.JSONEq(t, `{"order_id": "ORD-3", "status": "shipped"}`, string(last["c4"].Result), "the lookup's body received the rewritten id")
 
 	assert.ElementsMatch(t, []string{"ORD-1", "ORD-2"}, w.refundedOrders(), "billing refunded what was approved, rewritten")
@@ -143,25 +143,25 @@ func TestHookInterruptRunsWhatWasApproved(t *testing.T) {
 	c := dial(t, server.Address())
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: w.tq, Model: "m", Hooks: []string{"upper_order_id", "approve_refund"}})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
 	assert.Equal(t, "approve_refund", res.Interrupt.Hook)
 	require.Len(t, res.Trace, 3)
 	assert.JSONEq(t, `{"order_id": "ORD-1", "amount": 120}`, string(res.Trace[0].Arguments),
 		"the held line shows the arguments the hooks before the interrupting one left")
 
-	require.NoError(t, update(t, c, h.WorkflowID, workflow.UpdateHooks, workflow.HooksInput{Install: []string{"block_page_oncall"}}))
-	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	require.NoError(t, update(t, c, h.WorkflowID, agentrun.UpdateHooks, agentrun.HooksInput{Install: []string{"block_page_oncall"}}))
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status, "approve_refund does not hold the resumed response again")
+	require.Equal(t, agentrun.StatusCompleted, res.Status, "approve_refund does not hold the resumed response again")
 	last := lastLines(res.Trace)
-	assert.Equal(t, workflow.OutcomeDangling, last["c1"].Outcome)
+	assert.Equal(t, agentrun.OutcomeDangling, last["c1"].Outcome)
 	assert.JSONEq(t, `{"order_id": "ORD-1", "amount": 120}`, string(last["c1"].Arguments))
 	assert.Equal(t, "refund:ORD-1:120:v1", last["c1"].Key)
-	assert.Equal(t, workflow.OutcomeDangling, last["c2"].Outcome)
+	assert.Equal(t, agentrun.OutcomeDangling, last["c2"].Outcome)
 	assert.JSONEq(t, `{"order_id": "ORD-2", "amount": 120}`, string(last["c2"].Arguments))
-	assert.Equal(t, workflow.OutcomeCancelled, last["c3"].Outcome)
+	assert.Equal(t, agentrun.OutcomeCancelled, last["c3"].Outcome)
 
 	assert.ElementsMatch(t, []string{"ORD-1", "ORD-2"}, w.refundedOrders())
 	var keys []string

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
 func writeFile(t *testing.T, name, text string) string {

@@ -24,16 +24,16 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // encryptedClient dials addr with keys and a blob store for large payloads
@@ -99,14 +99,14 @@ func TestEncryptedRuns(t *testing.T) {
 	c1 := encryptedClient(t, addr, keys1, blobs)
 	tb := demo.NewToolbox()
 	tq1 := taskQueue(t.Name())
-	w1 := startWorker(t, c1, tq1, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), PayloadLimit: -1,
+	w1 := startWorker(t, c1, tq1, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), PayloadLimit: -1,
 		Models: map[string]activities.Model{"first": first}})
 	thread := threadID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, res, err := runclient.Run(ctx, c1, runclient.RunOptions{TaskQueue: tq1, Model: "first", ThreadID: thread, Message: "Mme Tulipe wants her refund"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	recs, err := runclient.ThreadLog(ctx, c1, thread, "")
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
@@ -195,11 +195,11 @@ func TestEncryptedRuns(t *testing.T) {
 	keys21 := keyFile(t, k2, k1)
 	w1.Stop()
 	c2 := encryptedClient(t, addr, keys21, blobs)
-	startWorker(t, c2, tq1, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), PayloadLimit: -1,
+	startWorker(t, c2, tq1, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), PayloadLimit: -1,
 		Models: map[string]activities.Model{"first": first, "again": again}})
 	h2, res, err := runclient.Run(ctx, c2, runclient.RunOptions{TaskQueue: tq1, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the k1 log was read")
+	require.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome, "the k1 log was read")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 	newRun := history(t, dial(t, addr), h2.WorkflowID, h2.RunID)
 	assert.Contains(t, keyIDs(newRun), "k2")
@@ -257,7 +257,7 @@ func TestWorkerWithoutKey(t *testing.T) {
 	tb := demo.NewToolbox()
 	model := demo.RefundStory().Runs[0].Model()
 	tq := taskQueue(t.Name())
-	w := startWorker(t, other, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
+	w := startWorker(t, other, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
 	h, err := runclient.Start(ctxT(t), keyed, runclient.RunOptions{TaskQueue: tq, Model: "demo", ThreadID: threadID(t), Message: "refund"})
 	require.NoError(t, err)
 	time.Sleep(3 * time.Second)
@@ -270,10 +270,10 @@ func TestWorkerWithoutKey(t *testing.T) {
 		"the wrong-key worker took the task and failed it (not the run)")
 	w.Stop()
 
-	startWorker(t, keyed, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
+	startWorker(t, keyed, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"demo": model}})
 	res, err := runclient.Await(ctxT(t), keyed, h, "")
 	require.NoError(t, err)
-	assert.Equal(t, workflow.StatusCompleted, res.Status)
+	assert.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 }
 
@@ -351,7 +351,7 @@ func TestCLIPrivateFiles(t *testing.T) {
 
 	c := dial(t, server.Address())
 	h, res := runScript(t, c, demo.NewToolbox(), scenario.Run{Turns: []scenario.Turn{turn(call("c1", "lookup_order", `{"order_id": "o"}`))}}, runclient.RunOptions{})
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	out := filepath.Join(t.TempDir(), "h.json")
 	require.NoError(t, os.WriteFile(out, nil, 0o644))
 	_, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", out, "--address", server.Address())
@@ -375,7 +375,7 @@ func TestReplayEncryptedBlobHistory(t *testing.T) {
 	c := encryptedClient(t, server.Address(), keyPath, blobs)
 	tb := demo.NewToolbox()
 	big := scenario.Run{Turns: []scenario.Turn{turn(call("a1", "audit_append", fmt.Sprintf(`{"note": %q}`, strings.Repeat("z", 100<<10))))}}
-	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": big.Model()}, func(o *tworker.Options) { o.PayloadLimit = -1 })
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": big.Model()}, func(o *workerplugin.Options) { o.PayloadLimit = -1 })
 	h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
 	require.NoError(t, err)
 
@@ -384,13 +384,13 @@ func TestReplayEncryptedBlobHistory(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	keys, err := codec.LoadKeyFile(keyPath)
 	require.NoError(t, err)
-	opts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
+	opts := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
 
-	err = tworker.ReplayHistories(opts, tworker.ReplayOptions{Blobs: blobs}, file)
+	err = workerplugin.ReplayHistories(opts, workerplugin.ReplayOptions{Blobs: blobs}, file)
 	var ke *codec.KeyError
 	require.ErrorAs(t, err, &ke, "the blob is ciphertext: %v", err)
 	assert.Equal(t, file+`: replay failed: payload is encrypted with key "k1": give the key file (--codec-key-file or TULIP_CODEC_KEY_FILE)`, err.Error())
-	assert.NoError(t, tworker.ReplayHistories(opts, tworker.ReplayOptions{Keys: keys, Blobs: blobs}, file))
+	assert.NoError(t, workerplugin.ReplayHistories(opts, workerplugin.ReplayOptions{Keys: keys, Blobs: blobs}, file))
 
 	stdout, stderr, code := runCLI(t, "history", h.WorkflowID, "-o", filepath.Join(t.TempDir(), "x.json"), "--address", server.Address())
 	assert.Equal(t, 1, code)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/cmd/cli"
-	"github.com/tulip-temporal/tulip/scenario"
+	"github.com/tulip-temporal/tulip/internal/scenario"
 )
 
 // runCLI runs the tulip CLI in process.

@@ -16,13 +16,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/blobstore"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // chainScript refunds, mints, refunds again (served across turns), hits
@@ -49,24 +49,24 @@ func chainScript() scenario.Run {
 // whole trace) and the toolbox. The run's workflow ID is its own, its
 // input's thread_id is scope: two plays with one scope derive the same
 // downstream keys (a key hashes its thread), so they compare whole.
-func playChain(t *testing.T, every int, scope string) (*workflow.RunResult, *demo.Toolbox, string) {
+func playChain(t *testing.T, every int, scope string) (*agentrun.RunResult, *demo.Toolbox, string) {
 	c := dial(t, server.Address())
 	tb := demo.NewToolbox()
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": chainScript().Model()})
 	id := threadID(t)
-	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: id, TaskQueue: tq}, workflow.WorkflowName,
-		workflow.RunInput{ThreadID: scope, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: every})
+	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: id, TaskQueue: tq}, agentrun.WorkflowName,
+		agentrun.RunInput{ThreadID: scope, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: every})
 	require.NoError(t, err)
 	h := runclient.Handle{WorkflowID: id, RunID: run.GetRunID()}
 	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	out, err := runclient.Resume(ctxT(t), c, id, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
+	out, err := runclient.Resume(ctxT(t), c, id, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	assert.False(t, out.Duplicate)
 	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	res.Trace, err = runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
 	return res, tb, id
@@ -98,7 +98,7 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 		// A tool that is not idempotent makes something new each time:
 		// no two of its executions may share a key (an idempotent tool's
 		// identical calls do, by design: the service dedups them).
-		if (b.Tool == "mint_case_id" || b.Tool == "lookup_order") && (b.Outcome == workflow.OutcomeExecuted || b.Outcome == workflow.OutcomeDangling) {
+		if (b.Tool == "mint_case_id" || b.Tool == "lookup_order") && (b.Outcome == agentrun.OutcomeExecuted || b.Outcome == agentrun.OutcomeDangling) {
 			if prev, dup := executed[b.Key]; dup {
 				t.Errorf("%s and %s executed under one key %s", prev, b.CallID, b.Key)
 			}
@@ -106,11 +106,11 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 		}
 	}
 	assert.Equal(t, tbOne.Invocations(), tbChain.Invocations())
-	outcomes := map[string]workflow.Outcome{}
+	outcomes := map[string]agentrun.Outcome{}
 	for _, l := range chain.Trace {
 		outcomes[l.CallID] = l.Outcome
 	}
-	assert.Equal(t, map[string]workflow.Outcome{"c1": "executed", "c2": "executed", "c3": "cached", "c4": "executed",
+	assert.Equal(t, map[string]agentrun.Outcome{"c1": "executed", "c2": "executed", "c3": "cached", "c4": "executed",
 		"c5": "dangling", "c6": "dangling", "c7": "executed", "c8": "executed", "c9": "executed"}, outcomes)
 	assert.Equal(t, 2, tbChain.Invocations()["issue_refund"], "c1, and c8 after the resume (matching is off)")
 
@@ -129,12 +129,12 @@ func TestContinueAsNewIsOneRun(t *testing.T) {
 	tb := demo.NewToolbox()
 	next := scenario.Run{Turns: []scenario.Turn{turn(call("d1", "issue_refund", refund))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"n": next.Model()})
-	r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
-		workflow.RunInput{ThreadID: scope, Model: "n", Message: "again"})
+	r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, agentrun.WorkflowName,
+		agentrun.RunInput{ThreadID: scope, Model: "n", Message: "again"})
 	require.NoError(t, err)
-	var res workflow.RunResult
+	var res agentrun.RunResult
 	require.NoError(t, r.Get(ctxT(t), &res))
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	require.NotNil(t, res.Trace[0].ServedFrom)
 	assert.Equal(t, 0, *res.Trace[0].ServedFrom)
 
@@ -172,7 +172,7 @@ func TestLargeStateWithoutBlobStore(t *testing.T) {
 	thread := threadID(t)
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "big", ThreadID: thread, Message: "go"})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.StatusCompleted, res.Status)
+	assert.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Equal(t, 15, tb.Invocations()["audit_append"])
 	require.NotNil(t, res.State)
 	require.NotNil(t, res.State.Conversation, "a 1.5 MB thread goes by reference")
@@ -181,7 +181,7 @@ func TestLargeStateWithoutBlobStore(t *testing.T) {
 
 	_, res, err = runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "next", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 15, tb.Invocations()["audit_append"], "the earlier run's record served it")
 	recs, err := runclient.ThreadLog(ctxT(t), c, thread, "")
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestPluginOnClientTakesItsStorage(t *testing.T) {
 	big := activities.MustTool(activities.ToolSpec{Name: "big_result", Idempotent: true},
 		func(context.Context, struct{}) (string, error) { return pad(5 << 19), nil })
 	run := scenario.Run{Turns: []scenario.Turn{turn(call("b1", "big_result", "{}"))}}
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": run.Model()}})
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": run.Model()}})
 	require.NoError(t, err)
 	blobs := &blobstore.Memory{}
 	c, err := client.Dial(client.Options{HostPort: server.Address(), Logger: quietLogger(),
@@ -242,7 +242,7 @@ func TestPluginOnClientTakesItsStorage(t *testing.T) {
 	require.NoError(t, err)
 	trace, err := runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
-	require.Equal(t, workflow.OutcomeExecuted, trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, trace[0].Outcome)
 	assert.Nil(t, trace[0].Error, "no payload limit with the client's blob store")
 	assert.Len(t, trace[0].Result, len(pad(5<<19))+2, "the whole result, read back")
 	n, _ := blobs.Stats()

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // A worker's conversation cache bounded at 1 MiB, and a run whose tool
@@ -58,11 +58,11 @@ func TestConversationCacheBytesRepages(t *testing.T) {
 	})
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": model},
+	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": model},
 		ConversationCache: cache})
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "read the pages"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status, "%v", res.Error)
+	require.Equal(t, agentrun.StatusCompleted, res.Status, "%v", res.Error)
 	assert.Equal(t, "read them all", res.Answer)
 	mu.Lock()
 	defer mu.Unlock()

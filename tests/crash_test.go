@@ -18,12 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // crashTrials is the number of trials per crash point.
@@ -136,7 +136,7 @@ func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Ser
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
 	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status, "trial %d", i)
+	require.Equal(t, agentrun.StatusCompleted, res.Status, "trial %d", i)
 
 	var made []billing.Receipt
 	for _, r := range bill.Refunds() {
@@ -170,7 +170,7 @@ func TestTwoAgentsOneRefund(t *testing.T) {
 	for _, name := range []string{"triage", "billing"} {
 		run := scenario.Run{Turns: []scenario.Turn{turn(call("c-"+name, "issue_refund", refund))}}
 		_, res := runScript(t, c, tb, run, runclient.RunOptions{ThreadID: thread, Agent: name})
-		require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome, name)
+		require.Equal(t, agentrun.OutcomeExecuted, res.Trace[0].Outcome, name)
 		var out billing.Receipt
 		require.NoError(t, json.Unmarshal(res.Trace[0].Result, &out))
 		receipts = append(receipts, out.RefundID)
@@ -180,4 +180,4 @@ func TestTwoAgentsOneRefund(t *testing.T) {
 	assert.Equal(t, receipts[0], receipts[1], "both agents hold the original receipt")
 }
 
-var _ = tworker.Options{}
+var _ = workerplugin.Options{}

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -167,7 +167,7 @@ func TestCLIDevMetrics(t *testing.T) {
 	require.NoError(t, err)
 	served := 0
 	for _, l := range res.Trace {
-		if l.Outcome == workflow.OutcomeCached {
+		if l.Outcome == agentrun.OutcomeCached {
 			served++
 		}
 	}
@@ -191,8 +191,8 @@ func TestCLIDevMetrics(t *testing.T) {
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: cli.DevTaskQueue, Model: "support", Message: "isolate web-1",
 		Hooks: []string{"approve_isolate_host"}})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
 	require.NoError(t, err)
 	_, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)

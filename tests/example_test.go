@@ -10,10 +10,10 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // The seed's refund recipe, end to end on the embedded Temporal server:
@@ -66,7 +66,7 @@ func Example_refundRecipe() {
 		panic(err)
 	}
 	defer c.Close()
-	plugin, err := tworker.NewPlugin(tworker.Options{
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{
 		Tools:  []*activities.Tool{issueRefund, pageOncall},
 		Models: map[string]activities.Model{"support": model},
 	})
@@ -124,7 +124,7 @@ func Example_threadModel() {
 		panic(err)
 	}
 	defer c.Close()
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{issueRefund}, Models: map[string]activities.Model{"script": model}})
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{issueRefund}, Models: map[string]activities.Model{"script": model}})
 	if err != nil {
 		panic(err)
 	}

@@ -19,10 +19,10 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // hangProcess starts a crash worker that hangs at point at (tool or model)
@@ -68,7 +68,7 @@ func TestFailoverWithinHeartbeat(t *testing.T) {
 			hangProcess(t, bin, tq, "-events", events)
 			res, err := runclient.Await(ctxT(t), c, h, "")
 			require.NoError(t, err)
-			require.Equal(t, workflow.StatusCompleted, res.Status)
+			require.Equal(t, agentrun.StatusCompleted, res.Status)
 
 			b, err := os.ReadFile(events)
 			require.NoError(t, err)
@@ -113,7 +113,7 @@ func TestGracefulStopFinishesTheCall(t *testing.T) {
 	hangProcess(t, bin, tq, "-events", events)
 	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	b, err := os.ReadFile(events)
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(b), "tool "), "the body ran once, its attempt was not lost: %s", b)
@@ -156,23 +156,23 @@ func TestSlowConversationReadKeepsTheAttempt(t *testing.T) {
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
 	// The first run's answer is long, so that the thread's next run holds
-	// its conversation by reference (over workflow.InlineStateLimit).
+	// its conversation by reference (over agentrun.InlineStateLimit).
 	answer := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		if len(req.Messages) == 1 {
 			return activities.ModelResponse{Text: strings.Repeat("noted. ", 300<<10/7)}, nil
 		}
 		return activities.ModelResponse{Text: "noted"}, nil
 	})
-	opts := tworker.Options{Models: map[string]activities.Model{"note": answer}}
+	opts := workerplugin.Options{Models: map[string]activities.Model{"note": answer}}
 	first := startWorker(t, c, tq, opts)
 	thread := "slow-read-" + tq
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "one"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	first.Stop()
 
 	// A new worker: its model activity has no cache of the conversation.
-	plugin, err := tworker.NewPlugin(opts)
+	plugin, err := workerplugin.NewPlugin(opts)
 	require.NoError(t, err)
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin},
 		Interceptors:             []interceptor.WorkerInterceptor{&slowPage{delay: 7 * time.Second}},
@@ -181,7 +181,7 @@ func TestSlowConversationReadKeepsTheAttempt(t *testing.T) {
 	defer w.Stop()
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{ThreadID: thread, TaskQueue: tq, Model: "note", Message: "two"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 
 	models := 0
 	for _, e := range history(t, c, h.WorkflowID, h.RunID).GetEvents() {

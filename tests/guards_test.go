@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // A run is terminated while one of its calls is in flight (the export's
@@ -44,7 +44,7 @@ func TestTerminatedMidCallKeepsItsRecords(t *testing.T) {
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund), call("c2", "slow_export", "{}"))}}
 	again := &seenModel{next: scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}.Model()}
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: append(tb.Tools(), export), Hooks: demo.Hooks(),
+	startWorker(t, c, tq, workerplugin.Options{Tools: append(tb.Tools(), export), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"first": first.Model(), "again": again}})
 	thread := threadID(t)
 	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund and export"})
@@ -56,14 +56,14 @@ func TestTerminatedMidCallKeepsItsRecords(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		st, err := runclient.State(ctxT(t), c, h)
-		return err == nil && len(st.Trace) >= 1 && st.Trace[0].Outcome == workflow.OutcomeExecuted
+		return err == nil && len(st.Trace) >= 1 && st.Trace[0].Outcome == agentrun.OutcomeExecuted
 	}, time.Minute, 50*time.Millisecond, "the refund settles while the export runs")
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "operator stopped it"))
 
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "did it go through?"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 1)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the terminated run's refund is served")
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome, "the terminated run's refund is served")
 	assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
 	seen := again.first()
 	require.Len(t, seen, 5, "user, assistant (two calls), refund result, export result, user")
@@ -85,7 +85,7 @@ func TestModelSeesMessagesHeldByAnotherRun(t *testing.T) {
 	args := `{"order_id": "` + order + `", "amount": 120.0}`
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", args))}}
 	again := &seenModel{next: scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", args))}}.Model()}
-	opts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"first": first.Model(), "again": again}}
+	opts := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"first": first.Model(), "again": again}}
 	tq := taskQueue(t.Name())
 	w1 := startWorker(t, c, tq, opts)
 	thread := threadID(t)
@@ -101,7 +101,7 @@ func TestModelSeesMessagesHeldByAnotherRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.State)
 	require.NotNil(t, res.State.Conversation, "the state goes by reference")
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	again.mu.Lock()
 	defer again.mu.Unlock()
 	require.Len(t, again.seen, 2)

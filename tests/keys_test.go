@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/hooks"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // keyWitness is a tool that is not idempotent (mint, no arguments: every
@@ -91,7 +91,7 @@ func TestKeysNeverRepeatOnAThread(t *testing.T) {
 		"r4": scenario.Run{Turns: []scenario.Turn{turn(mint("c10")), turn(mint("c11")), {Text: &done}}}.Model(),
 	}
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{w.tool()}, Models: models,
+	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{w.tool()}, Models: models,
 		Hooks: map[string]hooks.Hook{"hold_mint": hooks.Approve("mint", "minting needs approval")}})
 	thread := threadID(t)
 	opts := func(model string) runclient.RunOptions {
@@ -101,18 +101,18 @@ func TestKeysNeverRepeatOnAThread(t *testing.T) {
 	for _, model := range []string{"r1", "r2"} {
 		h, res, err := runclient.Run(ctxT(t), c, opts(model))
 		require.NoError(t, err)
-		require.Equal(t, workflow.StatusInterrupted, res.Status, model)
-		_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+		require.Equal(t, agentrun.StatusInterrupted, res.Status, model)
+		_, err = runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 		require.NoError(t, err)
 		res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 		require.NoError(t, err)
-		require.Equal(t, workflow.StatusCompleted, res.Status, model)
+		require.Equal(t, agentrun.StatusCompleted, res.Status, model)
 		assert.GreaterOrEqual(t, res.ContinuedAsNew, 2, "%s continued as new", model)
 		res.Trace, err = runclient.Trace(ctxT(t), c, h, res)
 		require.NoError(t, err)
 		dangling := 0
 		for _, l := range res.Trace {
-			if l.Outcome == workflow.OutcomeDangling {
+			if l.Outcome == agentrun.OutcomeDangling {
 				dangling++
 			}
 		}
@@ -134,7 +134,7 @@ func TestKeysNeverRepeatOnAThread(t *testing.T) {
 
 	_, res, err := runclient.Run(ctxT(t), c, opts("r4"))
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -19,12 +19,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // laggingVisibility lists a workflow ID's runs as a visibility store that
@@ -60,10 +60,10 @@ var lagCases = []struct {
 	name    string
 	wait    time.Duration
 	refunds int
-	outcome workflow.Outcome
+	outcome agentrun.Outcome
 }{
-	{"waits out the lag", visibilityLag + 500*time.Millisecond, 1, workflow.OutcomeCached},
-	{"control: no wait", -1, 2, workflow.OutcomeExecuted},
+	{"waits out the lag", visibilityLag + 500*time.Millisecond, 1, agentrun.OutcomeCached},
+	{"control: no wait", -1, 2, agentrun.OutcomeExecuted},
 }
 
 // laggingWorker runs a worker whose thread loads list runs through a store
@@ -76,7 +76,7 @@ func laggingWorker(t *testing.T, wait time.Duration) (client.Client, *demo.Toolb
 	tq := taskQueue(t.Name())
 	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models:       map[string]activities.Model{"hello": scenario.Run{}.Model(), "first": refundRun.Model(), "again": again.Model()},
 		Checkpointer: activities.TemporalCheckpointer{List: laggingVisibility(visibilityLag), VisibilityLag: wait}})
 	return c, tb, tq
@@ -93,18 +93,18 @@ func TestPlainStartBehindLaggingVisibility(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, tb, tq := laggingWorker(t, tc.wait)
 			thread := threadID(t)
-			run := func(model string) workflow.RunResult {
-				r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+			run := func(model string) agentrun.RunResult {
+				r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, agentrun.WorkflowName,
 					map[string]any{"thread_id": thread, "model": model, "message": "hi"})
 				require.NoError(t, err)
-				var out workflow.RunResult
+				var out agentrun.RunResult
 				require.NoError(t, r.Get(ctxT(t), &out))
 				return out
 			}
 			run("hello") // an older run, long closed when the last one starts: no refund in it
 			time.Sleep(visibilityLag + 500*time.Millisecond)
 			out := run("first") // the refund executes
-			require.Equal(t, workflow.OutcomeExecuted, out.Trace[0].Outcome)
+			require.Equal(t, agentrun.OutcomeExecuted, out.Trace[0].Outcome)
 
 			begin := time.Now() // right after it closed: the store does not list it
 			out = run("again")
@@ -133,18 +133,18 @@ func TestNewThreadSkipsTheListing(t *testing.T) {
 	defer cancel()
 	_, first, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeExecuted, first.Trace[0].Outcome)
 	assert.Zero(t, lists.Load(), "a new thread lists no runs")
 
 	_, second, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeCached, second.Trace[0].Outcome, "the second run loaded the first")
+	assert.Equal(t, agentrun.OutcomeCached, second.Trace[0].Outcome, "the second run loaded the first")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 	assert.Zero(t, lists.Load(), "a start that names its previous run lists no runs")
 	hist := c.GetWorkflowHistory(ctx, thread, "", false, 0)
 	ev, err := hist.Next()
 	require.NoError(t, err)
-	var in workflow.RunInput
+	var in agentrun.RunInput
 	require.NoError(t, json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
 	assert.False(t, in.NewThread, "the second run is not started as new")
 	assert.NotEmpty(t, in.PreviousRunID)
@@ -199,8 +199,8 @@ func (s *slowServer) intercept(ctx context.Context, method string, req, reply an
 func TestSlowVisibilityListingKeepsTheAttempt(t *testing.T) {
 	slow := &slowServer{list: 12 * time.Second}
 	th := newPlainThread(t, slow, nil)
-	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
-	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
 	assert.GreaterOrEqual(t, slow.served.Load(), int32(2), "each plain start listed the thread's runs, 12 s each")
 	th.assertFirstAttempts(t)
@@ -217,8 +217,8 @@ func TestSlowVisibilityListingKeepsTheAttempt(t *testing.T) {
 func TestSlowHeartbeatAnswersKeepTheAttempt(t *testing.T) {
 	slow := &slowServer{list: 12 * time.Second, heartbeat: 1500 * time.Millisecond}
 	th := newPlainThread(t, slow, nil)
-	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
-	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, th.run(t, "again", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
 	th.assertFirstAttempts(t)
 }
@@ -232,7 +232,7 @@ func TestSlowHeartbeatAnswersKeepTheAttempt(t *testing.T) {
 func TestRefusedHeartbeatsKeepTheAttempt(t *testing.T) {
 	slow := &slowServer{list: 12 * time.Second, refuse: 4 * time.Second}
 	th := newPlainThread(t, slow, nil)
-	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, th.run(t, "first", 45*time.Second).Trace[0].Outcome)
 	assert.Equal(t, int32(1), slow.served.Load(), "one listing")
 	assert.Positive(t, slow.refused.Load(), "heartbeats were refused")
 	th.assertFirstAttempts(t)
@@ -258,7 +258,7 @@ func newPlainThread(t *testing.T, listing *slowServer, interceptors []intercepto
 	th := &plainThread{c: dial(t, server.Address()), tb: demo.NewToolbox(), tq: taskQueue(t.Name()), thread: threadID(t)}
 	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: th.tb.Tools(), Hooks: demo.Hooks(),
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: th.tb.Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"first": refundRun.Model(), "again": again.Model()}})
 	require.NoError(t, err)
 	w := sdkworker.New(wc, th.tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}, Interceptors: interceptors})
@@ -279,13 +279,13 @@ func (th *plainThread) assertFirstAttempts(t *testing.T) {
 }
 
 // run starts model's run plainly and waits up to timeout for its result.
-func (th *plainThread) run(t *testing.T, model string, timeout time.Duration) workflow.RunResult {
+func (th *plainThread) run(t *testing.T, model string, timeout time.Duration) agentrun.RunResult {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	r, err := th.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: th.thread, TaskQueue: th.tq}, workflow.WorkflowName,
+	r, err := th.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: th.thread, TaskQueue: th.tq}, agentrun.WorkflowName,
 		map[string]any{"thread_id": th.thread, "model": model, "message": "hi"})
 	require.NoError(t, err)
-	var out workflow.RunResult
+	var out agentrun.RunResult
 	require.NoError(t, r.Get(ctx, &out), "the run did not complete")
 	th.last = r
 	return out
@@ -327,8 +327,8 @@ func (i *failFirstLoadInbound) ExecuteActivity(ctx context.Context, in *intercep
 func TestThreadLoadKeepsItsListingAcrossAttempts(t *testing.T) {
 	count := &slowServer{}
 	th := newPlainThread(t, count, []interceptor.WorkerInterceptor{&failFirstLoad{}})
-	require.Equal(t, workflow.OutcomeExecuted, th.run(t, "first", 2*time.Minute).Trace[0].Outcome)
-	assert.Equal(t, workflow.OutcomeCached, th.run(t, "again", 2*time.Minute).Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, th.run(t, "first", 2*time.Minute).Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, th.run(t, "again", 2*time.Minute).Trace[0].Outcome)
 	assert.Equal(t, 1, th.tb.Invocations()["issue_refund"], "billing saw one refund")
 	assert.Equal(t, int32(2), count.served.Load(), "one listing a run")
 	loads := 0
@@ -350,7 +350,7 @@ func countedListingWorker(t *testing.T, c client.Client, tq string, tb *demo.Too
 		return laggingVisibility(0)(ctx, c, id)
 	}
 	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models:       map[string]activities.Model{"refund": refundRun.Model()},
 		Checkpointer: activities.TemporalCheckpointer{List: list, VisibilityLag: lag}})
 	return &lists
@@ -367,23 +367,23 @@ func TestHintThatLeftNothingFallsBackToTheListing(t *testing.T) {
 	thread := threadID(t)
 	_, first, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
-	require.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, first.Trace[0].Outcome)
 
 	// A run no worker picks up (its task queue has none), terminated.
-	empty, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq + "-none"}, workflow.WorkflowName,
+	empty, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq + "-none"}, agentrun.WorkflowName,
 		map[string]any{"thread_id": thread, "model": "refund", "message": "hi"})
 	require.NoError(t, err)
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, empty.GetRunID(), "left nothing"))
 
 	h, again, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "refund", ThreadID: thread})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeCached, again.Trace[0].Outcome, "the run before the empty one was loaded")
+	assert.Equal(t, agentrun.OutcomeCached, again.Trace[0].Outcome, "the run before the empty one was loaded")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 	assert.Equal(t, int32(1), lists.Load(), "the empty hint made the load list")
 	hist := c.GetWorkflowHistory(ctxT(t), thread, h.RunID, false, 0)
 	ev, err := hist.Next()
 	require.NoError(t, err)
-	var in workflow.RunInput
+	var in agentrun.RunInput
 	require.NoError(t, json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &in))
 	assert.Equal(t, empty.GetRunID(), in.PreviousRunID, "the hint was the empty run")
 }
@@ -404,10 +404,10 @@ func TestHintFallbackWaitsOutTheLag(t *testing.T) {
 			time.Sleep(visibilityLag + 500*time.Millisecond) // the older run, listed by now: no refund in it
 			_, first, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread})
 			require.NoError(t, err)
-			require.Equal(t, workflow.OutcomeExecuted, first.Trace[0].Outcome)
+			require.Equal(t, agentrun.OutcomeExecuted, first.Trace[0].Outcome)
 
 			// Right after it: a run no worker picks up, terminated.
-			empty, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq + "-none"}, workflow.WorkflowName,
+			empty, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq + "-none"}, agentrun.WorkflowName,
 				map[string]any{"thread_id": thread, "model": "first", "message": "hi"})
 			require.NoError(t, err)
 			require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, empty.GetRunID(), "left nothing"))

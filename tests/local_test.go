@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // localTools are two tools declared Local, counting their bodies' runs
@@ -57,17 +57,17 @@ func TestLocalTools(t *testing.T) {
 		turn(call("c5", "lookup_fast", `{"id": 1.0}`), call("c6", "lookup_fast", `{"id": 2}`)),
 	}}
 	tq := taskQueue(t.Name())
-	opts := tworker.Options{Tools: lt.tools(t), Models: map[string]activities.Model{"script": run.Model()}}
+	opts := workerplugin.Options{Tools: lt.tools(t), Models: map[string]activities.Model{"script": run.Model()}}
 	startWorker(t, c, tq, opts)
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "script"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 
 	var outcomes []string
 	var keys []string
 	for _, l := range res.Trace {
 		outcomes = append(outcomes, l.CallID+":"+string(l.Outcome))
-		if l.Outcome == workflow.OutcomeExecuted {
+		if l.Outcome == agentrun.OutcomeExecuted {
 			keys = append(keys, l.Key)
 		}
 	}
@@ -94,5 +94,5 @@ func TestLocalTools(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "local.json")
 	writeHistory(t, c, h, path)
-	assert.NoError(t, tworker.ReplayHistories(tworker.Options{Tools: opts.Tools}, tworker.ReplayOptions{}, path))
+	assert.NoError(t, workerplugin.ReplayHistories(workerplugin.Options{Tools: opts.Tools}, workerplugin.ReplayOptions{}, path))
 }

@@ -21,7 +21,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/devserver"
-	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // server is the embedded server shared by the tests of this package.
@@ -64,9 +64,9 @@ func taskQueue(name string) string {
 }
 
 // startWorker runs a worker with the tulip plugin until the test ends.
-func startWorker(t testing.TB, c client.Client, tq string, opts tworker.Options) sdkworker.Worker {
+func startWorker(t testing.TB, c client.Client, tq string, opts workerplugin.Options) sdkworker.Worker {
 	t.Helper()
-	plugin, err := tworker.NewPlugin(opts)
+	plugin, err := workerplugin.NewPlugin(opts)
 	require.NoError(t, err)
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
 	require.NoError(t, w.Start())

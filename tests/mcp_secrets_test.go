@@ -22,12 +22,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/temporalproto"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/mcp"
-	"github.com/tulip-temporal/tulip/openai"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/openaimodel"
 )
 
 // The secrets of an MCP server's URL: userinfo and query values.
@@ -108,15 +108,15 @@ func TestMCPURLSecretsNeverEnterHistory(t *testing.T) {
 	t.Cleanup(func() { _ = set.Close() })
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
-	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
+	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
-	startWorker(t, c, tq, tworker.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
+	startWorker(t, c, tq, workerplugin.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
 
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "look up"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Positive(t, web.authorized.Load(), "the real URL connected")
-	byID := map[string]workflow.TraceLine{}
+	byID := map[string]agentrun.TraceLine{}
 	for _, l := range res.Trace {
 		byID[l.CallID] = l
 	}
@@ -223,13 +223,13 @@ func TestMCPEnvValuesNeverEnterHistory(t *testing.T) {
 	t.Cleanup(func() { _ = set.Close() })
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
-	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
+	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
-	startWorker(t, c, tq, tworker.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
+	startWorker(t, c, tq, workerplugin.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
 
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "check"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Equal(t, "Bearer "+workerSecret, f.authHdr[0], "the worker's key is the model's")
 
 	// The server received the value: where its effect lands, and in the

@@ -16,12 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/mcp"
-	"github.com/tulip-temporal/tulip/openai"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/openaimodel"
 )
 
 // before runs f, then answers with next: a script step that changes the
@@ -57,9 +57,9 @@ func newMCPWorld(t *testing.T, f *fakeOpenAI, approve bool) *mcpWorld {
 	w.set = set
 	w.c = dial(t, server.Address())
 	w.tq = taskQueue(t.Name())
-	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
+	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
-	startWorker(t, w.c, w.tq, tworker.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
+	startWorker(t, w.c, w.tq, workerplugin.Options{Toolsets: set.Toolsets(), Models: map[string]activities.Model{"gpt": m}})
 	return w
 }
 
@@ -94,8 +94,8 @@ func (w *mcpWorld) killServer(t *testing.T) {
 	require.Equal(t, 1, killed, "the filesystem server's process")
 }
 
-func outcomes(lines []workflow.TraceLine) map[string]workflow.Outcome {
-	out := map[string]workflow.Outcome{}
+func outcomes(lines []agentrun.TraceLine) map[string]agentrun.Outcome {
+	out := map[string]agentrun.Outcome{}
 	for _, l := range lines {
 		out[l.CallID] = l.Outcome
 	}
@@ -148,10 +148,10 @@ func TestMCPToolsOnTemporal(t *testing.T) {
 	w = newMCPWorld(t, f, false)
 	h, res, err := runclient.Run(ctxT(t), w.c, runclient.RunOptions{TaskQueue: w.tq, Model: "gpt", Message: "work"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
-	assert.Equal(t, map[string]workflow.Outcome{
-		"w1": workflow.OutcomeExecuted, "w2": workflow.OutcomeCached, "e1": workflow.OutcomeExecuted,
-		"e2": workflow.OutcomeExecuted, "m1": workflow.OutcomeExecuted, "d1": workflow.OutcomeExecuted, "d2": workflow.OutcomeCached,
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
+	assert.Equal(t, map[string]agentrun.Outcome{
+		"w1": agentrun.OutcomeExecuted, "w2": agentrun.OutcomeCached, "e1": agentrun.OutcomeExecuted,
+		"e2": agentrun.OutcomeExecuted, "m1": agentrun.OutcomeExecuted, "d1": agentrun.OutcomeExecuted, "d2": agentrun.OutcomeCached,
 	}, outcomes(res.Trace))
 	assert.Equal(t, "tampered", w.read(t, "a.txt"), "the repeated write_file was served: the file was not written again")
 	assert.Equal(t, "y", w.read(t, "b.txt"), "the repeated edit_file ran again (after the server was killed)")
@@ -168,7 +168,7 @@ func TestMCPToolsOnTemporal(t *testing.T) {
 	assert.Contains(t, mustJSON(f.requests()[0]["tools"]), "write_file")
 	file := filepath.Join(t.TempDir(), "h.json")
 	writeHistory(t, w.c, h, file)
-	assert.NoError(t, tworker.ReplayHistories(tworker.Options{}, tworker.ReplayOptions{}, file))
+	assert.NoError(t, workerplugin.ReplayHistories(workerplugin.Options{}, workerplugin.ReplayOptions{}, file))
 	text := payloadText(t, history(t, w.c, h.WorkflowID, h.RunID))
 	assert.Contains(t, text, "write_file", "the payloads were decoded")
 	assert.NotContains(t, text, mcpSecret)
@@ -188,20 +188,20 @@ func TestMCPDestructiveCallWaitsForApproval(t *testing.T) {
 	w = newMCPWorld(t, f, true)
 	h, res, err := runclient.Run(ctxT(t), w.c, runclient.RunOptions{TaskQueue: w.tq, Model: "gpt", Message: "write"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
 	require.NotNil(t, res.Interrupt)
-	assert.Equal(t, workflow.ApprovalHook, res.Interrupt.Hook)
+	assert.Equal(t, agentrun.ApprovalHook, res.Interrupt.Hook)
 	assert.Contains(t, res.Interrupt.Reason, "write_file")
 	_, err = os.Stat(w.path("c.txt"))
 	assert.True(t, os.IsNotExist(err), "nothing written before the approval")
 
-	_, err = runclient.Resume(ctxT(t), w.c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), w.c, h.WorkflowID, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	res, err = runclient.Await(ctxT(t), w.c, h, res.Interrupt.ID)
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Equal(t, "approved", w.read(t, "c.txt"))
-	assert.Equal(t, workflow.OutcomeDangling, outcomes(res.Trace)["w1"], "it ran once, as the held call")
+	assert.Equal(t, agentrun.OutcomeDangling, outcomes(res.Trace)["w1"], "it ran once, as the held call")
 }
 
 // The CLI as a user meets it: 'tulip chat' pointed at the real filesystem

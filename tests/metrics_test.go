@@ -15,14 +15,14 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	tulipotel "github.com/tulip-temporal/tulip/otel"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // memMetrics is an in-memory client.MetricsHandler: counter sums and
@@ -145,9 +145,9 @@ func TestMetricsCountDecisions(t *testing.T) {
 	story := demo.RefundStory()
 	tq := taskQueue(t.Name())
 	tb := demo.NewToolbox()
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: story.Models(tq)})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: story.Models(tq)})
 	thread := threadID(t)
-	var trace []workflow.TraceLine
+	var trace []agentrun.TraceLine
 	var last runclient.Handle
 	for i := range story.Runs {
 		h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-%d", tq, i+1), ThreadID: thread, Message: "go"})
@@ -160,7 +160,7 @@ func TestMetricsCountDecisions(t *testing.T) {
 	nearMisses := map[string]int64{}
 	for _, l := range trace {
 		if l.NearMiss != nil {
-			nearMisses[workflow.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
+			nearMisses[agentrun.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
 		}
 		parts := []string{"outcome=" + string(l.Outcome)}
 		if l.Relation != "" {
@@ -168,25 +168,25 @@ func TestMetricsCountDecisions(t *testing.T) {
 		}
 		parts = append(parts, "tool="+l.Tool)
 		sort.Strings(parts)
-		want[workflow.MetricToolCalls+"{"+strings.Join(parts, ",")+"}"]++
-		if l.Outcome == workflow.OutcomeCached {
+		want[agentrun.MetricToolCalls+"{"+strings.Join(parts, ",")+"}"]++
+		if l.Outcome == agentrun.OutcomeCached {
 			served++
 		}
 	}
 	check := func(when string) {
-		assert.Equal(t, want, mm.withPrefix(workflow.MetricToolCalls+"{"), when)
+		assert.Equal(t, want, mm.withPrefix(agentrun.MetricToolCalls+"{"), when)
 		var gotServed int64
-		for _, v := range mm.withPrefix(workflow.MetricServedCalls + "{") {
+		for _, v := range mm.withPrefix(agentrun.MetricServedCalls + "{") {
 			gotServed += v
 		}
 		assert.Equal(t, served, gotServed, "%s: side effects prevented", when)
-		assert.Equal(t, nearMisses, mm.withPrefix(workflow.MetricNearMisses+"{"), "%s: near misses", when)
+		assert.Equal(t, nearMisses, mm.withPrefix(agentrun.MetricNearMisses+"{"), "%s: near misses", when)
 	}
 	check("after the runs")
-	assert.Equal(t, int64(1), nearMisses[workflow.MetricNearMisses+"{reason=not_idempotent,tool=mint_case_id}"], "the second mint ran: not idempotent")
+	assert.Equal(t, int64(1), nearMisses[agentrun.MetricNearMisses+"{reason=not_idempotent,tool=mint_case_id}"], "the second mint ran: not idempotent")
 	assert.Equal(t, int64(4), served)
 	assert.Equal(t, int64(tb.Invocations()["issue_refund"]), mm.get(activities.MetricToolLatency+"{outcome=ok,tool=issue_refund}"), "one timing per body attempt")
-	assert.Greater(t, mm.get(workflow.MetricModelTurnLatency+"{}"), int64(0))
+	assert.Greater(t, mm.get(agentrun.MetricModelTurnLatency+"{}"), int64(0))
 
 	_, err = runclient.Log(ctxT(t), c, last) // a query: one more replay
 	require.NoError(t, err)
@@ -203,7 +203,7 @@ func TestTracingSpans(t *testing.T) {
 	c := dial(t, server.Address())
 	story := demo.RefundStory()
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq),
+	startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq),
 		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
 	require.NoError(t, err)
@@ -265,7 +265,7 @@ type panicOnce struct {
 	decisions int
 }
 
-func (p *panicOnce) Decision(workflow.Decision) {
+func (p *panicOnce) Decision(agentrun.Decision) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.decisions++
@@ -275,7 +275,7 @@ func (p *panicOnce) Decision(workflow.Decision) {
 	}
 }
 
-func (p *panicOnce) ModelCall(workflow.ModelCall) {}
+func (p *panicOnce) ModelCall(agentrun.ModelCall) {}
 
 // A workflow task that fails after its decisions were emitted (here the
 // observer panics) is retried, and the retry makes the same decisions
@@ -288,7 +288,7 @@ func TestMetricsOnceWhenATaskIsRetried(t *testing.T) {
 	story := demo.RefundStory()
 	tq := taskQueue(t.Name())
 	obs := &panicOnce{}
-	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq), Observer: obs})
+	startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq), Observer: obs})
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
 	require.NoError(t, err)
 	require.True(t, obs.panicked)
@@ -300,7 +300,7 @@ func TestMetricsOnceWhenATaskIsRetried(t *testing.T) {
 	}
 	require.Equal(t, 1, failedTasks, "the observer's panic failed one workflow task")
 	var calls int64
-	for _, v := range mm.withPrefix(workflow.MetricToolCalls + "{") {
+	for _, v := range mm.withPrefix(agentrun.MetricToolCalls + "{") {
 		calls += v
 	}
 	assert.Equal(t, int64(len(res.Trace)), calls, "each decision counted once")
@@ -319,16 +319,16 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 	defer c.Close()
 	tb := demo.NewToolbox()
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
 	opts := runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: 2}
 	h, res, err := runclient.Run(ctxT(t), c, opts)
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
-	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
+	_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "ok", PerformDangling: true})
 	require.NoError(t, err)
 	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	trace, err := runclient.Trace(ctxT(t), c, h, res)
 	require.NoError(t, err)
 
@@ -339,12 +339,12 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 			parts = append(parts, "relation="+string(l.Relation))
 		}
 		sort.Strings(parts)
-		want[workflow.MetricToolCalls+"{"+strings.Join(parts, ",")+"}"]++
-		if l.Outcome == workflow.OutcomeCached {
-			want[workflow.MetricServedCalls+"{relation="+string(l.Relation)+",tool="+l.Tool+"}"]++
+		want[agentrun.MetricToolCalls+"{"+strings.Join(parts, ",")+"}"]++
+		if l.Outcome == agentrun.OutcomeCached {
+			want[agentrun.MetricServedCalls+"{relation="+string(l.Relation)+",tool="+l.Tool+"}"]++
 		}
 		if l.NearMiss != nil {
-			want[workflow.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
+			want[agentrun.MetricNearMisses+"{reason="+string(l.NearMiss.Reason)+",tool="+l.Tool+"}"]++
 		}
 	}
 	for tool, n := range tb.Invocations() {
@@ -353,11 +353,11 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 		}
 	}
 	want[activities.MetricModelLatency+"{outcome=ok}"] = int64(res.Turns)
-	want[workflow.MetricModelTurnLatency+"{}"] = int64(res.Turns)
-	want[workflow.MetricInterruptsOpened+"{hook=approve_isolate_host}"] = 1
-	want[workflow.MetricInterruptsResumed+"{hook=approve_isolate_host}"] = 1
-	want[workflow.MetricContinuedAsNew+"{}"] = int64(res.ContinuedAsNew)
-	want[workflow.MetricStateBytes+"{kind=continue_as_new}"] = int64(res.ContinuedAsNew)
+	want[agentrun.MetricModelTurnLatency+"{}"] = int64(res.Turns)
+	want[agentrun.MetricInterruptsOpened+"{hook=approve_isolate_host}"] = 1
+	want[agentrun.MetricInterruptsResumed+"{hook=approve_isolate_host}"] = 1
+	want[agentrun.MetricContinuedAsNew+"{}"] = int64(res.ContinuedAsNew)
+	want[agentrun.MetricStateBytes+"{kind=continue_as_new}"] = int64(res.ContinuedAsNew)
 	require.GreaterOrEqual(t, res.ContinuedAsNew, 3)
 	got := func() map[string]int64 {
 		out := map[string]int64{}
@@ -372,7 +372,7 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 	desc, err := c.DescribeWorkflowExecution(ctxT(t), h.WorkflowID, "")
 	require.NoError(t, err)
 	for runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); runID != ""; {
-		_, err := c.QueryWorkflow(ctxT(t), h.WorkflowID, runID, workflow.QueryState)
+		_, err := c.QueryWorkflow(ctxT(t), h.WorkflowID, runID, agentrun.QueryState)
 		require.NoError(t, err)
 		hist := history(t, c, h.WorkflowID, runID)
 		runID = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
@@ -400,14 +400,14 @@ func TestMetricTagsBounded(t *testing.T) {
 		{Text: &done},
 	}}
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Models: map[string]activities.Model{"m": script.Model()},
+	startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Models: map[string]activities.Model{"m": script.Model()},
 		MetricAgents: []string{"support"}, Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
 	for _, agentIn := range []string{"", agentName} { // "": the default agent, support
 		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Agent: agentIn})
 		require.NoError(t, err)
-		require.Equal(t, workflow.StatusCompleted, res.Status)
+		require.Equal(t, agentrun.StatusCompleted, res.Status)
 		require.Len(t, res.Trace, 2)
-		require.Equal(t, workflow.OutcomeRejected, res.Trace[0].Outcome)
+		require.Equal(t, agentrun.OutcomeRejected, res.Trace[0].Outcome)
 		require.Equal(t, invented, res.Trace[0].Tool)
 	}
 	got := mm.allWithPrefix("tulip_")
@@ -415,15 +415,15 @@ func TestMetricTagsBounded(t *testing.T) {
 		assert.NotContains(t, k, invented, "an invented tool name is no tag value")
 		assert.NotContains(t, k, agentName, "an unlisted agent is no tag value")
 	}
-	calls := mm.allWithPrefix(workflow.MetricToolCalls + "{")
+	calls := mm.allWithPrefix(agentrun.MetricToolCalls + "{")
 	assert.Equal(t, map[string]int64{
-		workflow.MetricToolCalls + "{agent=support,outcome=rejected,tool=unknown}":      1,
-		workflow.MetricToolCalls + "{agent=support,outcome=executed,tool=lookup_order}": 1,
-		workflow.MetricToolCalls + "{agent=other,outcome=rejected,tool=unknown}":        1,
-		workflow.MetricToolCalls + "{agent=other,outcome=executed,tool=lookup_order}":   1,
+		agentrun.MetricToolCalls + "{agent=support,outcome=rejected,tool=unknown}":      1,
+		agentrun.MetricToolCalls + "{agent=support,outcome=executed,tool=lookup_order}": 1,
+		agentrun.MetricToolCalls + "{agent=other,outcome=rejected,tool=unknown}":        1,
+		agentrun.MetricToolCalls + "{agent=other,outcome=executed,tool=lookup_order}":   1,
 	}, calls)
-	assert.Equal(t, int64(2), got[workflow.MetricModelTurnLatency+"{agent=support,model=m}"])
-	assert.Equal(t, int64(2), got[workflow.MetricModelTurnLatency+"{agent=other,model=m}"])
+	assert.Equal(t, int64(2), got[agentrun.MetricModelTurnLatency+"{agent=support,model=m}"])
+	assert.Equal(t, int64(2), got[agentrun.MetricModelTurnLatency+"{agent=other,model=m}"])
 
 	var rejected []map[string]string
 	for _, s := range exp.GetSpans() {
@@ -468,7 +468,7 @@ func TestNearMissPathsNotValues(t *testing.T) {
 		{Text: &done},
 	}}
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{refundTool}, Models: map[string]activities.Model{"m": script.Model()},
+	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{refundTool}, Models: map[string]activities.Model{"m": script.Model()},
 		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
 	require.NoError(t, err)
@@ -499,7 +499,7 @@ func TestNearMissPathsNotValues(t *testing.T) {
 	assert.Equal(t, paths, spanPaths, "the span names where the arguments differ")
 
 	got := mm.allWithPrefix("tulip_")
-	assert.Equal(t, int64(1), got[workflow.MetricNearMisses+"{agent=support,reason=arguments,tool=issue_refund}"])
+	assert.Equal(t, int64(1), got[agentrun.MetricNearMisses+"{agent=support,reason=arguments,tool=issue_refund}"])
 	for k := range got {
 		for _, secret := range secrets {
 			assert.NotContains(t, k, secret, "a metric tag carries a value")

@@ -20,12 +20,12 @@ import (
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/openai"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
+	"github.com/tulip-temporal/tulip/openaimodel"
 )
 
 // fakeOpenAI is a loopback HTTP server speaking the chat-completions wire
@@ -107,14 +107,14 @@ func answer(text string) func(w http.ResponseWriter) {
 }
 
 // runOpenAI runs the support agent against f with the demo toolbox.
-func runOpenAI(t *testing.T, f *fakeOpenAI) (*demo.Toolbox, runclient.Handle, *workflow.RunResult, error) {
+func runOpenAI(t *testing.T, f *fakeOpenAI) (*demo.Toolbox, runclient.Handle, *agentrun.RunResult, error) {
 	t.Helper()
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
-	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
+	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
 	tb := demo.NewToolbox()
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "Please refund ord-1"})
 	return tb, h, res, err
 }
@@ -158,8 +158,8 @@ func TestOpenAIReEmittedRefundRunsOnce(t *testing.T) {
 	assert.Equal(t, "Refunded.", res.Answer)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 	require.Len(t, res.Trace, 2)
-	assert.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[1].Outcome)
+	assert.Equal(t, agentrun.OutcomeExecuted, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[1].Outcome)
 
 	reqs := f.requests()
 	require.Len(t, reqs, 3)
@@ -215,7 +215,7 @@ func TestOpenAIKeyHeader(t *testing.T) {
 		answer("hi")(w)
 	}))
 	defer srv.Close()
-	m, err := openai.New(openai.Options{BaseURL: srv.URL, Model: "m", APIKeyEnv: "AZURE_KEY", KeyHeader: "api-key"})
+	m, err := openaimodel.New(openaimodel.Options{BaseURL: srv.URL, Model: "m", APIKeyEnv: "AZURE_KEY", KeyHeader: "api-key"})
 	require.NoError(t, err)
 	res, err := m.Respond(ctxT(t), activities.ModelRequest{Messages: []activities.Message{{Role: "user", Content: "x"}}})
 	require.NoError(t, err)
@@ -238,7 +238,7 @@ func TestOpenAITwoIdenticalCallsInOneResponse(t *testing.T) {
 	tb, _, res, err := runOpenAI(t, f)
 	require.NoError(t, err)
 	assert.Equal(t, 1, tb.Invocations()["page_oncall"])
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[1].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[1].Outcome)
 	assert.Equal(t, "same_response", string(res.Trace[1].Relation))
 	toolMessage(t, f.requests()[1], "call_a")
 	toolMessage(t, f.requests()[1], "call_b")
@@ -284,11 +284,11 @@ func TestOpenAIFailuresAreClear(t *testing.T) {
 		typ   string
 		msg   string
 	}{
-		"400":             {reply(400, `{"error":{"message":"bad model"}}`), openai.ErrRejected, "400"},
-		"no choices":      {reply(200, `{"choices":[]}`), openai.ErrBadResponse, "no choices"},
-		"not JSON":        {reply(200, `<html>oops</html>`), openai.ErrBadResponse, "invalid completion"},
-		"nameless call":   {toolCalls([3]string{"call_a", "", `{}`}), openai.ErrBadResponse, "no function name"},
-		"call without id": {toolCalls([3]string{"", "issue_refund", `{}`}), openai.ErrBadResponse, "no id"},
+		"400":             {reply(400, `{"error":{"message":"bad model"}}`), openaimodel.ErrRejected, "400"},
+		"no choices":      {reply(200, `{"choices":[]}`), openaimodel.ErrBadResponse, "no choices"},
+		"not JSON":        {reply(200, `<html>oops</html>`), openaimodel.ErrBadResponse, "invalid completion"},
+		"nameless call":   {toolCalls([3]string{"call_a", "", `{}`}), openaimodel.ErrBadResponse, "no function name"},
+		"call without id": {toolCalls([3]string{"", "issue_refund", `{}`}), openaimodel.ErrBadResponse, "no id"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -298,7 +298,7 @@ func TestOpenAIFailuresAreClear(t *testing.T) {
 			require.ErrorAs(t, err, &failed)
 			assert.True(t, hasErrorType(err, c.typ), "%v", err)
 			require.NotNil(t, res)
-			assert.Equal(t, workflow.StatusFailed, res.Status)
+			assert.Equal(t, agentrun.StatusFailed, res.Status)
 			assert.Contains(t, res.Error, c.msg)
 			assert.Len(t, f.requests(), 1, "non-retryable: asked once")
 		})
@@ -314,7 +314,7 @@ func TestOpenAIMalformedArgumentsAreRejected(t *testing.T) {
 	)
 	tb, _, res, err := runOpenAI(t, f)
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeRejected, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeRejected, res.Trace[0].Outcome)
 	assert.Equal(t, 0, tb.Invocations()["issue_refund"])
 	assert.Contains(t, toolMessage(t, f.requests()[1], "call_a")["content"], "invalid_json")
 }

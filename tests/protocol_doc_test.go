@@ -23,8 +23,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/cmd/cli"
-	"github.com/tulip-temporal/tulip/streams"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/streams"
 )
 
 // docBlock is one fenced code block of a Markdown file, with the label of
@@ -230,9 +230,9 @@ func (r *docRunner) run(t *testing.T, b docBlock) {
 	case "run-input":
 		r.runInput(ctx, t, b)
 	case "resume-input":
-		r.update(ctx, t, b, workflow.UpdateResume, "resume-input")
+		r.update(ctx, t, b, agentrun.UpdateResume, "resume-input")
 	case "hooks-input":
-		r.update(ctx, t, b, workflow.UpdateHooks, "hooks-input")
+		r.update(ctx, t, b, agentrun.UpdateHooks, "hooks-input")
 	case "page-request":
 		r.pageRequest(ctx, t, b)
 	case "temporal-cli":
@@ -277,21 +277,21 @@ func (r *docRunner) runInput(ctx context.Context, t *testing.T, b docBlock) {
 		ID: id, TaskQueue: cli.DevTaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-	}, workflow.WorkflowName, json.RawMessage(b.body))
+	}, agentrun.WorkflowName, json.RawMessage(b.body))
 	require.NoError(t, err)
 	switch expect {
 	case "completed":
-		var res workflow.RunResult
+		var res agentrun.RunResult
 		require.NoError(t, run.Get(ctx, &res))
-		assert.Equal(t, workflow.StatusCompleted, res.Status)
+		assert.Equal(t, agentrun.StatusCompleted, res.Status)
 		checkTrace(t, b, &res)
 	case "interrupted":
 		id := r.awaitInterrupt(ctx, t, id)
-		v, err := r.c.QueryWorkflow(ctx, run.GetID(), "", workflow.QueryState)
+		v, err := r.c.QueryWorkflow(ctx, run.GetID(), "", agentrun.QueryState)
 		require.NoError(t, err)
-		var st workflow.RunResult
+		var st agentrun.RunResult
 		require.NoError(t, v.Get(&st))
-		assert.Equal(t, workflow.StatusInterrupted, st.Status)
+		assert.Equal(t, agentrun.StatusInterrupted, st.Status)
 		require.NotNil(t, st.Interrupt)
 		assert.Equal(t, id, st.Interrupt.ID)
 	default:
@@ -312,7 +312,7 @@ func (r *docRunner) awaitInterrupt(ctx context.Context, t *testing.T, workflowID
 		require.NoError(t, err)
 		info := desc.GetWorkflowExecutionInfo()
 		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, info.GetStatus(), "the run closed without an interrupt")
-		if p := info.GetMemo().GetFields()[workflow.MemoInterrupt]; p != nil {
+		if p := info.GetMemo().GetFields()[agentrun.MemoInterrupt]; p != nil {
 			var id string
 			require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &id))
 			if id != "" {
@@ -334,23 +334,23 @@ func (r *docRunner) update(ctx context.Context, t *testing.T, b docBlock, name, 
 	h, err := r.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: name,
 		Args: []any{json.RawMessage(b.body)}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	require.NoError(t, err)
-	if name == workflow.UpdateResume {
-		var out workflow.ResumeResult
+	if name == agentrun.UpdateResume {
+		var out agentrun.ResumeResult
 		require.NoError(t, h.Get(ctx, &out))
 		assert.False(t, out.Duplicate, "the resume took effect")
 	} else {
 		require.NoError(t, h.Get(ctx, nil))
 	}
 	if b.attrs["expect"] == "completed" {
-		var res workflow.RunResult
+		var res agentrun.RunResult
 		require.NoError(t, r.c.GetWorkflow(ctx, id, "").Get(ctx, &res))
-		assert.Equal(t, workflow.StatusCompleted, res.Status)
+		assert.Equal(t, agentrun.StatusCompleted, res.Status)
 		checkTrace(t, b, &res)
 	}
 }
 
 // checkTrace compares a run's trace with the label's trace="TOOL:OUTCOME ...".
-func checkTrace(t *testing.T, b docBlock, res *workflow.RunResult) {
+func checkTrace(t *testing.T, b docBlock, res *agentrun.RunResult) {
 	want, ok := b.attrs["trace"]
 	if !ok {
 		return
@@ -366,9 +366,9 @@ func (r *docRunner) pageRequest(ctx context.Context, t *testing.T, b docBlock) {
 	r.jsonBlock(t, b, "page-request", true)
 	id := b.attrs["workflow"]
 	require.NotEmpty(t, id, "%s: name the workflow to ask (workflow=ID)", b)
-	v, err := r.c.QueryWorkflow(ctx, id, "", workflow.QueryPage, json.RawMessage(b.body))
+	v, err := r.c.QueryWorkflow(ctx, id, "", agentrun.QueryPage, json.RawMessage(b.body))
 	require.NoError(t, err)
-	var p workflow.Page
+	var p agentrun.Page
 	require.NoError(t, v.Get(&p))
 	assert.Empty(t, p.Holder)
 	assert.Greater(t, p.Next, p.From, "a page with items")
@@ -396,7 +396,7 @@ func (r *docRunner) temporalCLI(ctx context.Context, t *testing.T, b docBlock) {
 		require.True(t, strings.HasPrefix(args[i], "--") && i+1 < len(args), "%s: flag %q", b, args[i])
 		flags[args[i]] = args[i+1]
 	}
-	assert.Equal(t, workflow.WorkflowName, flags["--type"])
+	assert.Equal(t, agentrun.WorkflowName, flags["--type"])
 	assert.Equal(t, cli.DevTaskQueue, flags["--task-queue"])
 	require.NoError(t, r.proxy.schemas.validate("run-input", []byte(flags["--input"])), "%s: --input", b)
 	if bin, err := exec.LookPath("temporal"); err == nil {
@@ -410,7 +410,7 @@ func (r *docRunner) temporalCLI(ctx context.Context, t *testing.T, b docBlock) {
 			flags["--type"], json.RawMessage(flags["--input"]))
 		require.NoError(t, err)
 	}
-	var res workflow.RunResult
+	var res agentrun.RunResult
 	require.NoError(t, r.c.GetWorkflow(ctx, flags["--workflow-id"], "").Get(ctx, &res))
 	assert.Equal(t, b.attrs["expect"], res.Status)
 	checkTrace(t, b, &res)

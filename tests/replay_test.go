@@ -16,13 +16,13 @@ import (
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/cmd/cli"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 const historiesDir = "testdata/histories"
@@ -55,8 +55,8 @@ func TestReplayHistories(t *testing.T) {
 	for _, f := range files {
 		name, _ := filepath.Rel(historiesDir, f)
 		t.Run(name, func(t *testing.T) {
-			assert.NoError(t, tworker.ReplayHistories(cli.ReplayOptions(), tworker.ReplayOptions{}, f))
-			assert.NoError(t, tworker.ReplayHistories(withStore, tworker.ReplayOptions{}, f), "with a thread store")
+			assert.NoError(t, workerplugin.ReplayHistories(cli.ReplayOptions(), workerplugin.ReplayOptions{}, f))
+			assert.NoError(t, workerplugin.ReplayHistories(withStore, workerplugin.ReplayOptions{}, f), "with a thread store")
 		})
 	}
 }
@@ -67,8 +67,8 @@ func TestReplayHistories(t *testing.T) {
 // replayer must say so; `tulip replay` must exit 1 naming the file.
 func TestReplayBadHistory(t *testing.T) {
 	bad := filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json")
-	err := tworker.ReplayHistories(cli.ReplayOptions(), tworker.ReplayOptions{}, bad)
-	var re *tworker.ReplayError
+	err := workerplugin.ReplayHistories(cli.ReplayOptions(), workerplugin.ReplayOptions{}, bad)
+	var re *workerplugin.ReplayError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, bad, re.File)
 	// The SDK exports no type for this failure; TMPRL1100 is its documented
@@ -84,7 +84,7 @@ func TestReplayBadHistory(t *testing.T) {
 	// plugin's different decision, not a damaged file.
 	plain, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{})
 	require.NoError(t, err)
-	require.NoError(t, tworker.Register(plain, cli.ReplayOptions()))
+	require.NoError(t, workerplugin.Register(plain, cli.ReplayOptions()))
 	assert.NoError(t, plain.ReplayWorkflowHistoryFromJSONFile(quietLogger(), bad))
 
 	good, _ := filepath.Glob(filepath.Join(historiesDir, "*.json"))
@@ -126,7 +126,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	play := func(name string, sc *scenario.Scenario) {
 		tq := taskQueue("record")
-		startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: sc.Models(tq)})
+		startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: sc.Models(tq)})
 		var handles []runclient.Handle
 		r := &scenario.Runner{Client: c, TaskQueue: tq, Prefix: tq, OnLine: func(scenario.Line) {}}
 		runs, err := r.Run(ctxT(t), sc)
@@ -184,7 +184,7 @@ func TestRecordHistories(t *testing.T) {
 	forever := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
 	})
-	startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": forever}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": forever}})
 	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 3})
 	require.NoError(t, err)
 	_, err = runclient.Await(ctxT(t), c, h, "")
@@ -196,12 +196,12 @@ func TestRecordHistories(t *testing.T) {
 	tq = taskQueue("record")
 	dup := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c2", "issue_refund", refund))}}
 	w := sdkworker.New(c, tq, sdkworker.Options{Interceptors: []sdkinterceptor.WorkerInterceptor{}})
-	require.NoError(t, tworker.Register(w, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": dup.Model()}}))
+	require.NoError(t, workerplugin.Register(w, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": dup.Model()}}))
 	require.NoError(t, w.Start())
 	defer w.Stop()
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.OutcomeExecuted, res.Trace[1].Outcome, "without the interceptor the duplicate executes")
+	require.Equal(t, agentrun.OutcomeExecuted, res.Trace[1].Outcome, "without the interceptor the duplicate executes")
 	writeHistory(t, c, h, filepath.Join(historiesDir, "bad", "duplicate-executed-without-plugin.json"))
 }
 
@@ -236,14 +236,14 @@ const keysAfterDanglingScenario = `{"runs": [
 func recordChain(t *testing.T, c client.Client) {
 	tb := demo.NewToolbox()
 	tq := taskQueue("record")
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": chainScript().Model()}})
 	thread := tq + "-chain"
 	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "go",
 		Hooks: []string{"approve_isolate_host"}, ContinueAfterTurns: 2})
 	require.NoError(t, err)
 	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
-	_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	_, err = runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
@@ -270,7 +270,7 @@ func recordAfterTerminated(t *testing.T, c client.Client) {
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "stopped"))
 	h2, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	writeHistory(t, c, h, filepath.Join(historiesDir, "terminated-mid-run.json"))
 	writeHistory(t, c, h2, filepath.Join(historiesDir, "thread-after-terminated.json"))
 }
@@ -332,7 +332,7 @@ func TestReplayNamesTheTool(t *testing.T) {
 	}
 	record := func(idempotent bool) string {
 		tq := taskQueue(t.Name())
-		startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{ticket(idempotent)}, Models: map[string]activities.Model{"m": run.Model()}})
+		startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{ticket(idempotent)}, Models: map[string]activities.Model{"m": run.Model()}})
 		h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m"})
 		require.NoError(t, err)
 		f := filepath.Join(t.TempDir(), fmt.Sprintf("idempotent-%v.json", idempotent))
@@ -340,11 +340,11 @@ func TestReplayNamesTheTool(t *testing.T) {
 		return f
 	}
 	ran, served := record(false), record(true)
-	err := tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{ticket(true)}}, tworker.ReplayOptions{}, ran)
+	err := workerplugin.ReplayHistories(workerplugin.Options{Tools: []*activities.Tool{ticket(true)}}, workerplugin.ReplayOptions{}, ran)
 	require.Error(t, err)
 	assert.Regexp(t, `^.*: replay failed: event \d+ schedules tulip.tool.create_ticket \(call t2\), but this worker's code served the call from the log \(record 0\): was create_ticket idempotent`, err.Error())
-	err = tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{ticket(false)}}, tworker.ReplayOptions{}, served)
+	err = workerplugin.ReplayHistories(workerplugin.Options{Tools: []*activities.Tool{ticket(false)}}, workerplugin.ReplayOptions{}, served)
 	require.Error(t, err)
 	assert.Regexp(t, `^.*: replay failed: this worker's code schedules tulip.tool.create_ticket \(call t2\), which the history serves from the log instead: was create_ticket idempotent`, err.Error())
-	assert.NoError(t, tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{ticket(true)}}, tworker.ReplayOptions{}, served))
+	assert.NoError(t, workerplugin.ReplayHistories(workerplugin.Options{Tools: []*activities.Tool{ticket(true)}}, workerplugin.ReplayOptions{}, served))
 }

@@ -21,14 +21,14 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/demo"
-	"github.com/tulip-temporal/tulip/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // deleteRun deletes one run's history, as the namespace's retention does
@@ -93,7 +93,7 @@ func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 	hello := scenario.Run{}
 	again := &seenModel{next: scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}.Model()}
-	opts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
+	opts := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"first": first.Model(), "hello": hello.Model(), "again": again}}
 	if store != nil {
 		opts.Checkpointer = activities.TemporalCheckpointer{Store: store}
@@ -107,7 +107,7 @@ func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *
 	for _, step := range []struct{ model, msg string }{{"first", th.message}, {"hello", "thanks"}} {
 		h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: step.model, ThreadID: th.thread, Message: step.msg})
 		require.NoError(t, err)
-		require.Equal(t, workflow.StatusCompleted, res.Status)
+		require.Equal(t, agentrun.StatusCompleted, res.Status)
 		th.runs = append(th.runs, h.RunID)
 	}
 	return th
@@ -166,8 +166,8 @@ func TestThreadOutlivesItsRunsInTheStore(t *testing.T) {
 			}
 			_, res, err := runclient.Run(ctxT(t), th.c, runclient.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
 			require.NoError(t, err)
-			require.Equal(t, workflow.StatusCompleted, res.Status)
-			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the refund is served from the thread's log")
+			require.Equal(t, agentrun.StatusCompleted, res.Status)
+			assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome, "the refund is served from the thread's log")
 			assert.Equal(t, 1, th.refundRequests(), "billing was asked for one refund")
 			seen := th.again.first()
 			require.Equal(t, 7, len(seen), "user, assistant (call), tool, assistant; user, assistant; user")
@@ -180,7 +180,7 @@ func TestThreadOutlivesItsRunsInTheStore(t *testing.T) {
 			// next run needs no deleted run either.
 			_, res, err = runclient.Run(ctxT(t), th.c, runclient.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "and now?"})
 			require.NoError(t, err)
-			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+			assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 			assert.Equal(t, 1, th.refundRequests())
 		})
 	}
@@ -228,23 +228,23 @@ func TestCLIDevThreadOutlivesItsRuns(t *testing.T) {
 	defer c.Close()
 
 	thread := "cli-retention-" + taskQueue("t")
-	run := func(msg string) (string, workflow.RunResult) {
-		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: "tulip"}, workflow.WorkflowName,
+	run := func(msg string) (string, agentrun.RunResult) {
+		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: "tulip"}, agentrun.WorkflowName,
 			map[string]any{"thread_id": thread, "model": "support", "message": msg})
 		require.NoError(t, err)
-		var out workflow.RunResult
+		var out agentrun.RunResult
 		require.NoError(t, r.Get(ctxT(t), &out))
 		return r.GetRunID(), out
 	}
 	first, out := run("refund ord-4821")
-	require.Equal(t, workflow.OutcomeExecuted, out.Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, out.Trace[0].Outcome)
 	second, _ := run("lookup ord-4821")
 	deleteRun(t, c, thread, first)
 	deleteRun(t, c, thread, second)
 
 	third, out := run("refund ord-4821")
 	require.Len(t, out.Trace, 1)
-	assert.Equal(t, workflow.OutcomeCached, out.Trace[0].Outcome, "served from the stored thread")
+	assert.Equal(t, agentrun.OutcomeCached, out.Trace[0].Outcome, "served from the stored thread")
 	for _, ev := range history(t, c, thread, third).GetEvents() {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			assert.NotContains(t, a.GetActivityType().GetName(), "issue_refund", "the refund's body was not scheduled")
@@ -284,8 +284,8 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 			if withStore {
 				cp = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
 			}
-			opts := func(m activities.Model) tworker.Options {
-				return tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), ModelHeartbeatTimeout: 2 * time.Second,
+			opts := func(m activities.Model) workerplugin.Options {
+				return workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), ModelHeartbeatTimeout: 2 * time.Second,
 					Models: map[string]activities.Model{"first": first.Model(), "again": m}, Checkpointer: cp}
 			}
 			tq := taskQueue(t.Name())
@@ -324,8 +324,8 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 				}
 			}
 			require.NoError(t, err)
-			require.Equal(t, workflow.StatusCompleted, res.Status)
-			assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+			require.Equal(t, agentrun.StatusCompleted, res.Status)
+			assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 		})
 	}
 }
@@ -347,7 +347,7 @@ func TestCustomCheckpointerLosesATerminatedRun(t *testing.T) {
 				cp = activities.TemporalCheckpointer{Store: cp}
 			}
 			tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()},
-				func(o *tworker.Options) { o.Checkpointer = cp })
+				func(o *workerplugin.Options) { o.Checkpointer = cp })
 			thread := threadID(t)
 			h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 			require.NoError(t, err)
@@ -359,10 +359,10 @@ func TestCustomCheckpointerLosesATerminatedRun(t *testing.T) {
 			_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
 			require.NoError(t, err)
 			if asStore {
-				assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+				assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 				assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 			} else {
-				assert.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome, "the custom Checkpointer never saw the terminated run")
+				assert.Equal(t, agentrun.OutcomeExecuted, res.Trace[0].Outcome, "the custom Checkpointer never saw the terminated run")
 				assert.Equal(t, 2, tb.Invocations()["issue_refund"])
 			}
 		})
@@ -378,7 +378,7 @@ func TestContinuedChainSavesToTheStore(t *testing.T) {
 	bill, tb := billedToolbox(t)
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c2", "lookup_order", `{"order_id": "ord-4821"}`))}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
-	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "again": again.Model()}, func(o *tworker.Options) {
+	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "again": again.Model()}, func(o *workerplugin.Options) {
 		o.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
 	})
 	thread := threadID(t)
@@ -400,7 +400,7 @@ func TestContinuedChainSavesToTheStore(t *testing.T) {
 	}
 	_, res, err = runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
 }
 
@@ -417,7 +417,7 @@ func TestStoreFillsOnlyWhatHistoryLost(t *testing.T) {
 	second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", other))}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund), call("c4", "issue_refund", other))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "second": blockingModel(t, second), "again": again.Model()},
-		func(o *tworker.Options) {
+		func(o *workerplugin.Options) {
 			o.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
 		})
 	thread := threadID(t)
@@ -436,7 +436,7 @@ func TestStoreFillsOnlyWhatHistoryLost(t *testing.T) {
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: thread, Message: "both?"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 2)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[1].Outcome, "the terminated run's refund, from history")
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[1].Outcome, "the terminated run's refund, from history")
 	assert.Equal(t, 2, refundsAsked(bill), "billing was asked for each refund once")
 }

@@ -15,13 +15,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 func call(id, tool, args string) activities.ToolCall {
@@ -34,10 +34,10 @@ const refund = `{"order_id": "ord-4821", "amount": 120.0}`
 
 // runScript runs one scripted run on a fresh worker and returns the handle
 // and result.
-func runScript(t *testing.T, c client.Client, tb *demo.Toolbox, run scenario.Run, opts runclient.RunOptions) (runclient.Handle, *workflow.RunResult) {
+func runScript(t *testing.T, c client.Client, tb *demo.Toolbox, run scenario.Run, opts runclient.RunOptions) (runclient.Handle, *agentrun.RunResult) {
 	t.Helper()
 	tq := taskQueue(t.Name())
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"script": run.Model()}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"script": run.Model()}})
 	opts.TaskQueue, opts.Model = tq, "script"
 	h, res, err := runclient.Run(ctxT(t), c, opts)
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestServedCallAddsNoHistoryEvent(t *testing.T) {
 	for name, run := range scripts {
 		tb := demo.NewToolbox()
 		h, res := runScript(t, c, tb, run, runclient.RunOptions{})
-		require.Equal(t, workflow.StatusCompleted, res.Status)
+		require.Equal(t, agentrun.StatusCompleted, res.Status)
 		types[name] = eventTypes(history(t, c, h.WorkflowID, h.RunID))
 		t.Logf("%s: %d events, issue_refund ran %d times", name, len(types[name]), tb.Invocations()["issue_refund"])
 	}
@@ -105,7 +105,7 @@ func TestWorkerReplacedMidRun(t *testing.T) {
 	})
 	tb1, tb2 := demo.NewToolbox(), demo.NewToolbox()
 	c1 := dial(t, server.Address())
-	plugin1 := tworker.Options{Tools: tb1.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": blocking}}
+	plugin1 := workerplugin.Options{Tools: tb1.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": blocking}}
 	w1 := startWorker(t, c1, tq, plugin1)
 	h, err := runclient.Start(ctxT(t), c1, runclient.RunOptions{TaskQueue: tq, Model: "m"})
 	require.NoError(t, err)
@@ -114,15 +114,15 @@ func TestWorkerReplacedMidRun(t *testing.T) {
 	w1.Stop()
 
 	c2 := dial(t, server.Address())
-	startWorker(t, c2, tq, tworker.Options{Tools: tb2.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": script}})
+	startWorker(t, c2, tq, workerplugin.Options{Tools: tb2.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": script}})
 	res, err := runclient.Await(ctxT(t), c2, h, "")
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
-	got := map[string]workflow.Outcome{}
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
+	got := map[string]agentrun.Outcome{}
 	for _, l := range res.Trace {
 		got[l.CallID] = l.Outcome
 	}
-	assert.Equal(t, map[string]workflow.Outcome{"c1": "executed", "c2": "executed", "c3": "cached", "c4": "cached"}, got)
+	assert.Equal(t, map[string]agentrun.Outcome{"c1": "executed", "c2": "executed", "c3": "cached", "c4": "cached"}, got)
 	inv1, inv2 := tb1.Invocations(), tb2.Invocations()
 	assert.Equal(t, 1, inv1["issue_refund"]+inv2["issue_refund"], "no body ran twice")
 	assert.Equal(t, 1, inv1["page_oncall"]+inv2["page_oncall"])
@@ -135,7 +135,7 @@ func TestCheckpointSurvivesServerRestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "tulip.db")
 	tb := demo.NewToolbox()
 	thread := "restart-" + taskQueue("t")
-	for i, want := range []workflow.Outcome{workflow.OutcomeExecuted, workflow.OutcomeCached} {
+	for i, want := range []agentrun.Outcome{agentrun.OutcomeExecuted, agentrun.OutcomeCached} {
 		srv, err := devserver.Start(devserver.Options{DBFile: db})
 		require.NoError(t, err)
 		c := dial(t, srv.Address())
@@ -156,11 +156,11 @@ func TestThreadBusyAndResumeErrors(t *testing.T) {
 	tq := taskQueue(t.Name())
 	run := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "isolate_host", `{"host": "web-1"}`))}}
 	tb := demo.NewToolbox()
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": run.Model()}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": run.Model()}})
 	thread := "busy-" + tq
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
 	require.Len(t, res.Interrupt.Held, 1)
 
 	_, err = runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread})
@@ -168,23 +168,23 @@ func TestThreadBusyAndResumeErrors(t *testing.T) {
 	require.ErrorAs(t, err, &busy)
 	assert.Equal(t, thread, busy.ThreadID)
 
-	_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: "int-9", Answer: "x"})
+	_, err = runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{InterruptID: "int-9", Answer: "x"})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	assert.Equal(t, activities.ErrStaleInterrupt, appErr.Type())
 
-	out, err := runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	out, err := runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	assert.False(t, out.Duplicate)
-	again, err := runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+	again, err := runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
 	assert.True(t, again.Duplicate, "delivered twice, takes effect once")
 	final, err := runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
 	require.NoError(t, err)
-	assert.Equal(t, workflow.StatusCompleted, final.Status)
+	assert.Equal(t, agentrun.StatusCompleted, final.Status)
 	assert.Equal(t, 1, tb.Invocations()["isolate_host"])
 
-	_, err = runclient.Resume(ctxT(t), c, thread, workflow.ResumeInput{Answer: "late"})
+	_, err = runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{Answer: "late"})
 	var nie *runclient.NotInterruptedError
 	assert.ErrorAs(t, err, &nie)
 }
@@ -196,15 +196,15 @@ func TestThreadSurvivesTerminatedRun(t *testing.T) {
 	thread := "terminated-" + taskQueue("t")
 	tb := demo.NewToolbox()
 	_, res := runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}, runclient.RunOptions{ThreadID: thread})
-	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, res.Trace[0].Outcome)
 
 	h, res := runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c2", "isolate_host", `{"host": "h"}`))}},
 		runclient.RunOptions{ThreadID: thread, Hooks: []string{"approve_isolate_host"}})
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
 	require.NoError(t, c.TerminateWorkflow(ctxT(t), h.WorkflowID, h.RunID, "test"))
 
 	_, res = runScript(t, c, tb, scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}, runclient.RunOptions{ThreadID: thread})
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 
 	recs, err := runclient.ThreadLog(ctxT(t), c, thread, "")
@@ -250,7 +250,7 @@ func TestCallsOfAResponseRunAtOnce(t *testing.T) {
 		run := scenario.Run{Turns: []scenario.Turn{turn(call("a", "meet", `{"n": 1}`), call("b", "meet", `{"n": 2}`),
 			call("c", "meet", `{"n": 3}`), call("d", "meet", `{"n": 1}`))}}
 		tq := taskQueue(t.Name())
-		startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{meet}, Models: map[string]activities.Model{"m": run.Model()}})
+		startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{meet}, Models: map[string]activities.Model{"m": run.Model()}})
 		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", SequentialCalls: sequential})
 		require.NoError(t, err)
 		require.Len(t, res.Trace, 4)
@@ -261,7 +261,7 @@ func TestCallsOfAResponseRunAtOnce(t *testing.T) {
 		for _, l := range res.Trace[:3] {
 			assert.Equal(t, want, string(l.Result), "sequential=%v call %s", sequential, l.CallID)
 		}
-		assert.Equal(t, workflow.OutcomeCached, res.Trace[3].Outcome, "d is a's twin in the same response")
+		assert.Equal(t, agentrun.OutcomeCached, res.Trace[3].Outcome, "d is a's twin in the same response")
 		assert.Equal(t, string(res.Trace[0].Result), string(res.Trace[3].Result))
 		assert.Equal(t, 3, ran, "three bodies ran")
 	}
@@ -284,7 +284,7 @@ func TestDevserverAppliesDynamicConfig(t *testing.T) {
 		c := dial(t, s.Address())
 		tb := demo.NewToolbox()
 		_, res := runScript(t, c, tb, run, runclient.RunOptions{})
-		require.Equal(t, workflow.StatusCompleted, res.Status, name)
+		require.Equal(t, agentrun.StatusCompleted, res.Status, name)
 		require.Len(t, res.Trace, 6, name)
 		continued[name] = res.ContinuedAsNew
 	}

@@ -23,14 +23,14 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/cmd/cli"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/openai"
-	"github.com/tulip-temporal/tulip/streams"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/streams"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
+	"github.com/tulip-temporal/tulip/openaimodel"
 )
 
 // slowModel is a loopback OpenAI-compatible endpoint that streams its
@@ -166,7 +166,7 @@ func TestStreamGoSubscriber(t *testing.T) {
 	}()
 	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	require.Equal(t, 2, res.ContinuedAsNew)
 	select {
 	case err := <-subErr:
@@ -193,14 +193,14 @@ func TestStreamGoSubscriber(t *testing.T) {
 	assert.GreaterOrEqual(t, early, 10, "pieces arrive while the run goes on")
 
 	// The history cost of a stream nobody reads: none.
-	plain := func(stream *workflow.StreamOptions) int {
+	plain := func(stream *agentrun.StreamOptions) int {
 		tq := taskQueue(t.Name() + fmt.Sprint(stream == nil))
-		startWorker(t, c, tq, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: demo.RefundStory().Models(tq)})
+		startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: demo.RefundStory().Models(tq)})
 		h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go", Stream: stream})
 		require.NoError(t, err)
 		return len(history(t, c, h.WorkflowID, h.RunID).GetEvents())
 	}
-	assert.Equal(t, plain(&workflow.StreamOptions{Off: true}), plain(nil), "an unread stream adds no event")
+	assert.Equal(t, plain(&agentrun.StreamOptions{Off: true}), plain(nil), "an unread stream adds no event")
 }
 
 // startStreamingRun starts a run on a worker of its own whose model (a
@@ -212,11 +212,11 @@ func startStreamingRun(t *testing.T, tools int, gap time.Duration) (client.Clien
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
 	model := newSlowModel(t, tools, gap)
-	oai, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
+	oai, err := openaimodel.New(openaimodel.Options{BaseURL: model.URL + "/v1", Model: "fake"})
 	require.NoError(t, err)
-	startWorker(t, c, tq, tworker.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
 	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
-		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
+		ContinueAfterTurns: 2, Stream: &agentrun.StreamOptions{Text: true, BatchMillis: 50}})
 	require.NoError(t, err)
 	return c, model, h
 }
@@ -225,9 +225,9 @@ func startStreamingRun(t *testing.T, tools int, gap time.Duration) (client.Clien
 // answers: offsets from 0 with no gap or repeat, one calls item per trace
 // line in order, and for each turn a Done item whose attempt's pieces make
 // the turn's text.
-func checkStream(t *testing.T, items []streams.Item, trace []workflow.TraceLine, model *slowModel, answer string) {
+func checkStream(t *testing.T, items []streams.Item, trace []agentrun.TraceLine, model *slowModel, answer string) {
 	t.Helper()
-	var calls []workflow.CallItem
+	var calls []agentrun.CallItem
 	pieces := map[[2]int][]string{} // turn, attempt
 	seen := map[[3]int]bool{}
 	done := map[int]activities.TextItem{}
@@ -235,7 +235,7 @@ func checkStream(t *testing.T, items []streams.Item, trace []workflow.TraceLine,
 		require.Equal(t, int64(i), it.Offset, "offsets from 0, no gap, no repeat")
 		switch it.Topic {
 		case activities.TopicCalls:
-			var ci workflow.CallItem
+			var ci agentrun.CallItem
 			require.NoError(t, it.Decode(&ci))
 			calls = append(calls, ci)
 		case activities.TopicText:
@@ -322,7 +322,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 	require.NoError(t, err, "the subscriber did not start: %s", subErr.String())
 	require.Equal(t, "ready\n", ready)
 	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
-		ContinueAfterTurns: 2, Stream: &workflow.StreamOptions{Text: true, BatchMillis: 50}})
+		ContinueAfterTurns: 2, Stream: &agentrun.StreamOptions{Text: true, BatchMillis: 50}})
 	require.NoError(t, err)
 	_, err = fmt.Fprintln(in, h.WorkflowID)
 	require.NoError(t, err)
@@ -370,7 +370,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 
 	res, err := runclient.Await(ctxT(t), c, h, "")
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	require.Equal(t, 2, res.ContinuedAsNew)
 	ended := false
 	for !ended {
@@ -432,10 +432,10 @@ func TestStreamTypeScriptClient(t *testing.T) {
 		writeHistory(t, c, runclient.Handle{WorkflowID: h.WorkflowID, RunID: run}, f)
 		files = append(files, f)
 	}
-	replayModel, err := openai.New(openai.Options{BaseURL: model.URL + "/v1", Model: "fake"})
+	replayModel, err := openaimodel.New(openaimodel.Options{BaseURL: model.URL + "/v1", Model: "fake"})
 	require.NoError(t, err)
-	require.NoError(t, tworker.ReplayHistories(tworker.Options{Tools: []*activities.Tool{reportCase()},
-		Models: map[string]activities.Model{"stream": replayModel}}, tworker.ReplayOptions{}, files...))
+	require.NoError(t, workerplugin.ReplayHistories(workerplugin.Options{Tools: []*activities.Tool{reportCase()},
+		Models: map[string]activities.Model{"stream": replayModel}}, workerplugin.ReplayOptions{}, files...))
 }
 
 // chainRuns lists the runs of a workflow's continue-as-new chain, oldest

@@ -14,13 +14,13 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/openai"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
+	"github.com/tulip-temporal/tulip/openaimodel"
 )
 
 func threadID(t *testing.T) string { return taskQueue("thread-" + t.Name()) }
@@ -37,15 +37,15 @@ func TestThreadConversationReachesTheModel(t *testing.T) {
 	)
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())
-	m, err := openai.New(openai.Options{BaseURL: f.URL + "/v1", Model: "gpt-test", SystemPrompt: "sys"})
+	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test", SystemPrompt: "sys"})
 	require.NoError(t, err)
 	tb := demo.NewToolbox()
-	startWorker(t, c, tq, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
 	thread := threadID(t)
 	for _, msg := range []string{"Please refund ord-4821", "Did that go through? Refund it if not."} {
 		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", ThreadID: thread, Message: msg})
 		require.NoError(t, err)
-		require.Equal(t, workflow.StatusCompleted, res.Status)
+		require.Equal(t, agentrun.StatusCompleted, res.Status)
 	}
 	reqs := f.requests()
 	require.Len(t, reqs, 4)
@@ -65,9 +65,9 @@ func TestThreadConversationReachesTheModel(t *testing.T) {
 
 // scriptWorker runs a worker whose model "script" plays run, and whose
 // model "block" blocks until the test ends.
-func scriptWorker(t *testing.T, c client.Client, tb *demo.Toolbox, models map[string]activities.Model, opts ...func(*tworker.Options)) string {
+func scriptWorker(t *testing.T, c client.Client, tb *demo.Toolbox, models map[string]activities.Model, opts ...func(*workerplugin.Options)) string {
 	tq := taskQueue(t.Name())
-	o := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: models}
+	o := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: models}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -88,7 +88,7 @@ func refundedThread(t *testing.T) (client.Client, *demo.Toolbox, string, string)
 	thread := threadID(t)
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.OutcomeExecuted, res.Trace[0].Outcome)
+	require.Equal(t, agentrun.OutcomeExecuted, res.Trace[0].Outcome)
 	return c, tb, tq, thread
 }
 
@@ -98,13 +98,13 @@ func refundedThread(t *testing.T) (client.Client, *demo.Toolbox, string, string)
 func TestPlainStartContinuesThread(t *testing.T) {
 	c, tb, tq, thread := refundedThread(t)
 
-	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, agentrun.WorkflowName,
 		map[string]any{"thread_id": thread, "model": "second", "message": "refund again"})
 	require.NoError(t, err)
-	var out workflow.RunResult
+	var out agentrun.RunResult
 	require.NoError(t, run.Get(ctxT(t), &out))
 	require.Len(t, out.Trace, 1)
-	assert.Equal(t, workflow.OutcomeCached, out.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, out.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 	require.NotNil(t, out.State)
 	assert.Nil(t, out.State.Conversation, "a small thread's state holds its conversation itself")
@@ -154,7 +154,7 @@ func TestTerminatedRunKeepsItsRecords(t *testing.T) {
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "second", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 1)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"], "the refund body ran once")
 	recs, err := runclient.ThreadLog(ctxT(t), c, thread, "")
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestStrictInputs(t *testing.T) {
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"m": run.Model()})
 
 	t.Run("start", func(t *testing.T) {
-		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: threadID(t), TaskQueue: tq}, workflow.WorkflowName,
+		r, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: threadID(t), TaskQueue: tq}, agentrun.WorkflowName,
 			map[string]any{"threadId": "t-1", "model": "m", "maxTurns": 3})
 		require.NoError(t, err)
 		err = r.Get(ctxT(t), nil)
@@ -185,9 +185,9 @@ func TestStrictInputs(t *testing.T) {
 		assert.True(t, app.NonRetryable())
 		// Every failure's details are the RunResult so far (here: nothing
 		// ran), its trace an array.
-		var details workflow.RunResult
+		var details agentrun.RunResult
 		require.NoError(t, app.Details(&details))
-		assert.Equal(t, workflow.StatusFailed, details.Status)
+		assert.Equal(t, agentrun.StatusFailed, details.Status)
 		assert.Equal(t, app.Message(), details.Error)
 		assert.NotNil(t, details.Trace)
 		assert.Nil(t, details.State, "a refused run leaves no state")
@@ -195,7 +195,7 @@ func TestStrictInputs(t *testing.T) {
 
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Hooks: []string{"approve_isolate_host"}})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusInterrupted, res.Status)
+	require.Equal(t, agentrun.StatusInterrupted, res.Status)
 	intID := res.Interrupt.ID
 
 	t.Run("update", func(t *testing.T) {
@@ -203,12 +203,12 @@ func TestStrictInputs(t *testing.T) {
 			"resume camelCase": {"interruptId": intID, "answer": "ok", "performDangling": true},
 			"resume unknown":   {"interrupt_id": intID, "answer": "ok", "perform_dangling": true, "force": true},
 		} {
-			err := update(t, c, h.WorkflowID, workflow.UpdateResume, body)
+			err := update(t, c, h.WorkflowID, agentrun.UpdateResume, body)
 			var app *temporal.ApplicationError
 			require.ErrorAs(t, err, &app, name)
 			assert.Equal(t, activities.ErrBadInput, app.Type(), name)
 		}
-		err := update(t, c, h.WorkflowID, workflow.UpdateHooks, map[string]any{"installHooks": []string{"upper_order_id"}})
+		err := update(t, c, h.WorkflowID, agentrun.UpdateHooks, map[string]any{"installHooks": []string{"upper_order_id"}})
 		var app *temporal.ApplicationError
 		require.ErrorAs(t, err, &app)
 		assert.Equal(t, activities.ErrBadInput, app.Type())
@@ -216,17 +216,17 @@ func TestStrictInputs(t *testing.T) {
 	})
 
 	t.Run("signal", func(t *testing.T) {
-		require.NoError(t, c.SignalWorkflow(ctxT(t), h.WorkflowID, "", workflow.SignalResume,
+		require.NoError(t, c.SignalWorkflow(ctxT(t), h.WorkflowID, "", agentrun.SignalResume,
 			map[string]any{"interruptId": intID, "answer": "ok", "performDangling": true}))
 		time.Sleep(300 * time.Millisecond)
 		st, err := runclient.State(ctxT(t), c, h)
 		require.NoError(t, err)
-		assert.Equal(t, workflow.StatusInterrupted, st.Status, "the misspelled signal was dropped, not half-applied")
-		require.NoError(t, runclient.ResumeBySignal(ctxT(t), c, h.WorkflowID, workflow.ResumeInput{InterruptID: intID, Answer: "ok", PerformDangling: true}))
+		assert.Equal(t, agentrun.StatusInterrupted, st.Status, "the misspelled signal was dropped, not half-applied")
+		require.NoError(t, runclient.ResumeBySignal(ctxT(t), c, h.WorkflowID, agentrun.ResumeInput{InterruptID: intID, Answer: "ok", PerformDangling: true}))
 		res, err := runclient.Await(ctxT(t), c, h, intID)
 		require.NoError(t, err)
-		assert.Equal(t, workflow.StatusCompleted, res.Status)
-		assert.Equal(t, workflow.OutcomeDangling, res.Trace[len(res.Trace)-1].Outcome, "the held call ran")
+		assert.Equal(t, agentrun.StatusCompleted, res.Status)
+		assert.Equal(t, agentrun.OutcomeDangling, res.Trace[len(res.Trace)-1].Outcome, "the held call ran")
 	})
 }
 
@@ -269,7 +269,7 @@ func TestRefusedRunLeavesThreadIntact(t *testing.T) {
 	thread := threadID(t)
 	_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund"})
 	require.NoError(t, err)
-	bad, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, workflow.WorkflowName,
+	bad, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{ID: thread, TaskQueue: tq}, agentrun.WorkflowName,
 		map[string]any{"thread_id": thread, "model": "third", "mesage": "typo"})
 	require.NoError(t, err)
 	var app *temporal.ApplicationError
@@ -277,7 +277,7 @@ func TestRefusedRunLeavesThreadIntact(t *testing.T) {
 	require.Equal(t, activities.ErrBadInput, app.Type())
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "third", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 }
 
@@ -302,7 +302,7 @@ func TestFailedRunMidThreadKeepsItsRecords(t *testing.T) {
 
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq2, Model: "again", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
-	assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the failed run's refund is in the thread")
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome, "the failed run's refund is in the thread")
 	assert.Equal(t, 2, tb.Invocations()["issue_refund"])
 }
 
@@ -315,7 +315,7 @@ func TestCheckpointerChoiceReplays(t *testing.T) {
 	for _, custom := range []bool{true, false} {
 		tb := demo.NewToolbox()
 		run := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
-		opts := func(o *tworker.Options) {
+		opts := func(o *workerplugin.Options) {
 			if custom {
 				o.Checkpointer = &memStore{}
 			}
@@ -326,11 +326,11 @@ func TestCheckpointerChoiceReplays(t *testing.T) {
 		require.NoError(t, err)
 		file := filepath.Join(t.TempDir(), "h.json")
 		writeHistory(t, c, h, file)
-		replayOpts := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
+		replayOpts := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
 		if !custom {
 			replayOpts.Checkpointer = &memStore{}
 		}
-		assert.NoError(t, tworker.ReplayHistories(replayOpts, tworker.ReplayOptions{}, file), "recorded with a custom checkpointer: %v", custom)
+		assert.NoError(t, workerplugin.ReplayHistories(replayOpts, workerplugin.ReplayOptions{}, file), "recorded with a custom checkpointer: %v", custom)
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
 // TestTypeScriptClient drives the wire protocol with a real non-Go client:
@@ -33,7 +33,7 @@ func TestTypeScriptClient(t *testing.T) {
 	stdout, err := cmd.Output()
 	require.NoError(t, err)
 	var out struct {
-		Result workflow.RunResult `json:"result"`
+		Result agentrun.RunResult `json:"result"`
 		Bad    *struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`
@@ -42,7 +42,7 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(stdout, &out), "%s", stdout)
 	require.Len(t, out.Result.Trace, 1)
-	assert.Equal(t, workflow.OutcomeCached, out.Result.Trace[0].Outcome, "the TypeScript-started run continued the thread")
+	assert.Equal(t, agentrun.OutcomeCached, out.Result.Trace[0].Outcome, "the TypeScript-started run continued the thread")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 	require.NotNil(t, out.Bad)
 	assert.Equal(t, activities.ErrBadInput, out.Bad.Type)

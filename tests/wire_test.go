@@ -25,9 +25,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/streams"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/streams"
 )
 
 // wireSchemas are docs/schemas compiled by a real JSON Schema validator
@@ -76,10 +76,10 @@ func (s wireSchemas) validate(name string, data []byte) error {
 
 // The schema of each tulip query's answer.
 var queryAnswerSchemas = map[string]string{
-	workflow.QueryState:  "run-result",
-	workflow.QueryLog:    "log",
-	workflow.QueryThread: "checkpoint",
-	workflow.QueryPage:   "page",
+	agentrun.QueryState:  "run-result",
+	agentrun.QueryLog:    "log",
+	agentrun.QueryThread: "checkpoint",
+	agentrun.QueryPage:   "page",
 }
 
 // wireProxy is a gRPC proxy in front of a Temporal frontend. Clients (the
@@ -284,16 +284,16 @@ func (p *wireProxy) checkFailure(f *failurepb.Failure) {
 }
 
 func (p *wireProxy) checkMemo(m *commonpb.Memo) {
-	pl := m.GetFields()[workflow.MemoInterrupt]
+	pl := m.GetFields()[agentrun.MemoInterrupt]
 	if pl == nil {
 		return
 	}
-	p.saw("memo " + workflow.MemoInterrupt)
+	p.saw("memo " + agentrun.MemoInterrupt)
 	var id string
 	if enc := string(pl.GetMetadata()["encoding"]); enc != "json/plain" {
-		p.violation("memo %s: encoding %q", workflow.MemoInterrupt, enc)
+		p.violation("memo %s: encoding %q", agentrun.MemoInterrupt, enc)
 	} else if err := json.Unmarshal(pl.GetData(), &id); err != nil {
-		p.violation("memo %s is not a JSON string: %s", workflow.MemoInterrupt, pl.GetData())
+		p.violation("memo %s is not a JSON string: %s", agentrun.MemoInterrupt, pl.GetData())
 	}
 }
 
@@ -395,9 +395,9 @@ func (p *wireProxy) checkUpdate(name string, o *updatepb.Outcome) {
 		return
 	}
 	switch name {
-	case workflow.UpdateResume:
+	case agentrun.UpdateResume:
 		p.check("update "+name, "resume-result", o.GetSuccess())
-	case workflow.UpdateHooks:
+	case agentrun.UpdateHooks:
 		p.saw("update " + name)
 	case streams.PollUpdate:
 		p.checkPoll(o.GetSuccess())

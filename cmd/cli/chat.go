@@ -7,13 +7,13 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/openai"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
+	"github.com/tulip-temporal/tulip/openaimodel"
 )
 
 // ChatTaskQueue is the task queue of the worker 'tulip chat' (and 'tulip
@@ -30,7 +30,7 @@ type modelFlags struct {
 // chatWorker starts the support agent's worker: the demo toolbox and hooks,
 // and the OpenAI-compatible model.
 func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, error) {
-	m, err := openai.New(openai.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
+	m, err := openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
 		SystemPrompt: "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."})
 	if err != nil {
 		return nil, nil, usageError{err.Error()}
@@ -40,7 +40,7 @@ func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, err
 	if err != nil {
 		return nil, nil, err
 	}
-	stop, err := s.startWorker(ChatTaskQueue, tworker.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
+	stop, err := s.startWorker(ChatTaskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{chatModel: m}})
 	if err != nil {
 		_ = set.Close()
@@ -59,7 +59,7 @@ func (e *env) chat(args []string) error {
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", `header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
 	mf.mcp = mcpFlags(fs)
 	thread := fs.String("thread", "", "thread id: reload its checkpoint, and resume it later by this name")
-	agentName := fs.String("agent", workflow.DefaultAgent, "agent name")
+	agentName := fs.String("agent", agentrun.DefaultAgent, "agent name")
 	hookList := fs.String("hooks", "", "comma-separated hooks to install (upper_order_id, block_page_oncall, approve_isolate_host)")
 	maxTurns := fs.Int("max-turns", 0, "model turn limit (default 32)")
 	db := fs.String("db", "", "embedded server state file (so that 'tulip resume --db' can continue an interrupted run)")
@@ -95,7 +95,7 @@ func (e *env) chat(args []string) error {
 	// The run streams its decisions and the model's text (Temporal's
 	// Workflow Streams): the chat shows them as they happen.
 	opts := runclient.RunOptions{TaskQueue: ChatTaskQueue, Model: chatModel, Agent: *agentName, ThreadID: *thread,
-		Message: fs.Arg(0), Hooks: hooks, MaxTurns: *maxTurns, Stream: &workflow.StreamOptions{Text: true, Content: true}}
+		Message: fs.Arg(0), Hooks: hooks, MaxTurns: *maxTurns, Stream: &agentrun.StreamOptions{Text: true, Content: true}}
 	if *thread == "" {
 		opts.WorkflowID = "tulip-chat-" + randomID()
 	}
@@ -114,7 +114,7 @@ func (e *env) chat(args []string) error {
 // returned it), and how to resume it when it is interrupted.
 // With l (a chat that printed the run live), only what it did not show is
 // printed: a summary, and lines or text it missed.
-func (e *env) report(cl client.Client, h runclient.Handle, res *workflow.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox, l *live) error {
+func (e *env) report(cl client.Client, h runclient.Handle, res *agentrun.RunResult, err error, c *conn, db string, mf *modelFlags, asJSON bool, tb *demo.Toolbox, l *live) error {
 	if err != nil && res == nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (e *env) report(cl client.Client, h runclient.Handle, res *workflow.RunResu
 		// docs/scenarios.md's summary line, as 'tulip run --json' ends.
 		st := scenario.RunStatus{Run: 1, WorkflowID: h.WorkflowID, Status: res.Status}
 		if err != nil {
-			st.Status, st.Error = workflow.StatusFailed, err.Error()
+			st.Status, st.Error = agentrun.StatusFailed, err.Error()
 		}
 		b, _ := json.Marshal(map[string]any{"summary": scenario.Summary{BodyInvocations: tb.Invocations(), Runs: []scenario.RunStatus{st}}})
 		fmt.Fprintln(e.stdout, string(b))
@@ -142,7 +142,7 @@ func (e *env) report(cl client.Client, h runclient.Handle, res *workflow.RunResu
 
 // printRun prints a run's trace lines, then its answer; after a live
 // chat (lv), what the live output did not show, and a summary.
-func (e *env) printRun(res *workflow.RunResult, asJSON bool, lv *live, tb *demo.Toolbox) {
+func (e *env) printRun(res *agentrun.RunResult, asJSON bool, lv *live, tb *demo.Toolbox) {
 	var lines []scenario.Line
 	for _, l := range res.Trace {
 		lines = append(lines, scenario.Line{Run: 1, TraceLine: l})
@@ -168,7 +168,7 @@ func (e *env) printRun(res *workflow.RunResult, asJSON bool, lv *live, tb *demo.
 	}
 	for _, l := range lines {
 		if !lv.shown(l.TraceLine) {
-			lv.print(workflow.CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
+			lv.print(agentrun.CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
 				Relation: l.Relation, Arguments: l.Arguments, Result: l.Result, Error: l.Error})
 		}
 	}
@@ -181,8 +181,8 @@ func (e *env) printRun(res *workflow.RunResult, asJSON bool, lv *live, tb *demo.
 	}
 }
 
-func (e *env) explainInterrupt(h runclient.Handle, res *workflow.RunResult, c *conn, db string, mf *modelFlags) error {
-	if res.Status != workflow.StatusInterrupted || res.Interrupt == nil {
+func (e *env) explainInterrupt(h runclient.Handle, res *agentrun.RunResult, c *conn, db string, mf *modelFlags) error {
+	if res.Status != agentrun.StatusInterrupted || res.Interrupt == nil {
 		return nil
 	}
 	in := res.Interrupt

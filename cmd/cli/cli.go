@@ -22,11 +22,11 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
-	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 const usage = `tulip: LLM-agent tool calls that are safe to repeat, on Temporal.
@@ -436,7 +436,7 @@ func (e *env) tlsOptions(opts *client.Options) error {
 
 // startWorker runs a tulip worker on taskQueue until the returned stop is
 // called.
-func (s *session) startWorker(taskQueue string, opts tworker.Options) (func(), error) {
+func (s *session) startWorker(taskQueue string, opts workerplugin.Options) (func(), error) {
 	if s.blobs != nil {
 		opts.PayloadLimit = -1 // large payloads go to the blob store
 	}
@@ -447,7 +447,7 @@ func (s *session) startWorker(taskQueue string, opts tworker.Options) (func(), e
 		}
 		opts.Checkpointer = activities.TemporalCheckpointer{Store: store}
 	}
-	plugin, err := tworker.NewPlugin(opts)
+	plugin, err := workerplugin.NewPlugin(opts)
 	if err != nil {
 		return nil, err
 	}

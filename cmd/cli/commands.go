@@ -20,14 +20,14 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // DevTaskQueue is the task queue of the worker 'tulip dev' runs.
@@ -136,7 +136,7 @@ func (e *env) dev(args []string) error {
 		return err
 	}
 	defer set.Close()
-	stop, err := s.startWorker(DevTaskQueue, tworker.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
+	stop, err := s.startWorker(DevTaskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model(), demo.SupportModelName: demo.SupportModel()}})
 	if err != nil {
 		return err
@@ -189,7 +189,7 @@ func (e *env) dev(args []string) error {
 func (e *env) inspect(args []string) error {
 	fs := e.flags("inspect")
 	c := e.connFlags(fs)
-	agentName := fs.String("agent", workflow.DefaultAgent, "the agent whose log to show")
+	agentName := fs.String("agent", agentrun.DefaultAgent, "the agent whose log to show")
 	asJSON := fs.Bool("json", false, "print the records as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -325,7 +325,7 @@ func (e *env) fetchHistory(s *session, workflowID, runID string, encoded bool) (
 	case s.keys == nil && !encoded:
 		// Without the key the file would hold ciphertext while it says
 		// nothing: refuse, naming the key (or write it as stored).
-		if err := tworker.CheckKeys(e.ctx, hist, codec.Detect(), nil); err != nil {
+		if err := workerplugin.CheckKeys(e.ctx, hist, codec.Detect(), nil); err != nil {
 			return nil, fmt.Errorf("history of %s: %v (or --encoded to write it as stored)", workflowID, err)
 		}
 	}
@@ -367,8 +367,8 @@ func (e *env) allRuns(s *session, workflowID string) ([]string, error) {
 
 // ReplayOptions is the worker configuration replay uses: the demo toolbox
 // and hooks, as 'tulip dev', 'tulip run' and 'tulip demo' run them.
-func ReplayOptions() tworker.Options {
-	return tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()}
+func ReplayOptions() workerplugin.Options {
+	return workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()}
 }
 
 func (e *env) replay(args []string) error {
@@ -388,7 +388,7 @@ func (e *env) replay(args []string) error {
 	// Histories written encrypted (history --encoded, or the server's own
 	// export) and decrypted ones replay alike; a payload encrypted with a
 	// key this process lacks is named before any replay.
-	ro := tworker.ReplayOptions{Keys: keys}
+	ro := workerplugin.ReplayOptions{Keys: keys}
 	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
 		d, err := blobstore.NewDir(dir)
 		if err != nil {
@@ -406,7 +406,7 @@ func (e *env) replay(args []string) error {
 			missing++
 			continue
 		}
-		if err := tworker.ReplayHistories(ReplayOptions(), ro, f); err != nil {
+		if err := workerplugin.ReplayHistories(ReplayOptions(), ro, f); err != nil {
 			fmt.Fprintln(e.stderr, "tulip: "+oneLine(err.Error()))
 			failed++
 			continue
@@ -463,7 +463,7 @@ func (e *env) resume(args []string) error {
 		defer stop()
 		tb = t
 	}
-	in := workflow.ResumeInput{InterruptID: *interrupt, Answer: *answer, PerformDangling: *dangling}
+	in := agentrun.ResumeInput{InterruptID: *interrupt, Answer: *answer, PerformDangling: *dangling}
 	id := fs.Arg(0)
 	if *bySignal {
 		if in.InterruptID == "" {

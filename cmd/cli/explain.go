@@ -6,10 +6,10 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/dedup"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // explanation is what 'tulip explain --json' prints.
@@ -37,7 +37,7 @@ type otherRecord struct {
 func (e *env) explain(args []string) error {
 	fs := e.flags("explain")
 	c := e.connFlags(fs)
-	agentName := fs.String("agent", workflow.DefaultAgent, "the agent whose log holds the call")
+	agentName := fs.String("agent", agentrun.DefaultAgent, "the agent whose log holds the call")
 	seq := fs.Int("record", -1, "the record to explain, when the call id is on several")
 	asJSON := fs.Bool("json", false, "print the explanation as JSON")
 	if err := parse(fs, args); err != nil {

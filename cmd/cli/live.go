@@ -8,11 +8,11 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	"github.com/tulip-temporal/tulip/streams"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/streams"
 )
 
 // live prints a run as it goes, from its stream (Temporal's Workflow
@@ -52,7 +52,7 @@ func (l *live) item(it streams.Item) error {
 	l.next = it.Offset + 1
 	switch it.Topic {
 	case activities.TopicCalls:
-		var ci workflow.CallItem
+		var ci agentrun.CallItem
 		if err := it.Decode(&ci); err != nil {
 			return nil // an item this build cannot read is skipped
 		}
@@ -67,14 +67,14 @@ func (l *live) item(it streams.Item) error {
 }
 
 // print prints a call's line (one the stream did not bring).
-func (l *live) print(ci workflow.CallItem) {
+func (l *live) print(ci agentrun.CallItem) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.call(ci)
 }
 
-func (l *live) call(ci workflow.CallItem) {
-	line := workflow.TraceLine{Turn: ci.Turn, CallID: ci.CallID, Tool: ci.Tool, Arguments: ci.Arguments, Outcome: ci.Outcome,
+func (l *live) call(ci agentrun.CallItem) {
+	line := agentrun.TraceLine{Turn: ci.Turn, CallID: ci.CallID, Tool: ci.Tool, Arguments: ci.Arguments, Outcome: ci.Outcome,
 		Result: ci.Result, Error: ci.Error, ServedFrom: ci.ServedFrom, Relation: ci.Relation}
 	if ci.CutBytes > 0 {
 		l.cut[ci.CallID] = true
@@ -143,10 +143,10 @@ func (l *live) endText() {
 // stop ends the subscription once it has read what the run published so
 // far: a closed run's stream ends by itself; an interrupted run's is read
 // up to its current offset.
-func (l *live) stop(c client.Client, h runclient.Handle, res *workflow.RunResult) {
+func (l *live) stop(c client.Client, h runclient.Handle, res *agentrun.RunResult) {
 	defer l.cancel()
 	wait := time.After(10 * time.Second)
-	if res != nil && res.Status == workflow.StatusInterrupted {
+	if res != nil && res.Status == agentrun.StatusInterrupted {
 		var end int64
 		if v, err := c.QueryWorkflow(l.e.ctx, h.WorkflowID, "", streams.OffsetQuery); err == nil && v.Get(&end) == nil {
 			for {
@@ -176,7 +176,7 @@ func (l *live) stop(c client.Client, h runclient.Handle, res *workflow.RunResult
 
 // shown reports whether the live output already holds trace line tl as
 // it ended (its final outcome, its content whole).
-func (l *live) shown(tl workflow.TraceLine) bool {
+func (l *live) shown(tl agentrun.TraceLine) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lines[tl.CallID] == string(tl.Outcome) && !l.cut[tl.CallID]

@@ -13,7 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/mcp"
 )
 

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/demo"
-	"github.com/tulip-temporal/tulip/demo/billing"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 func (e *env) run(args []string) error {
@@ -52,7 +52,7 @@ func (e *env) play(c *conn, sc *scenario.Scenario, asJSON bool, tb *demo.Toolbox
 	if tb == nil {
 		tb = demo.NewToolbox()
 	}
-	stop, err := s.startWorker(prefix, tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: sc.Models(prefix)})
+	stop, err := s.startWorker(prefix, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: sc.Models(prefix)})
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (e *env) play(c *conn, sc *scenario.Scenario, asJSON bool, tb *demo.Toolbox
 		printSummary(e.stdout, lines, sum)
 	}
 	for _, r := range runs {
-		if r.Status == workflow.StatusFailed {
+		if r.Status == agentrun.StatusFailed {
 			e.progress("run %d failed: %s", r.Run, r.Error)
 			return exitCode(1)
 		}
@@ -133,7 +133,7 @@ func printTable(w io.Writer, lines []scenario.Line) {
 func printSummary(w io.Writer, lines []scenario.Line, sum scenario.Summary) {
 	asked := map[string]int{}
 	for _, l := range lines {
-		if l.Outcome != workflow.OutcomeHeld && l.Outcome != workflow.OutcomeRejected {
+		if l.Outcome != agentrun.OutcomeHeld && l.Outcome != agentrun.OutcomeRejected {
 			asked[l.Tool]++
 		}
 	}

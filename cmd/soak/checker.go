@@ -16,11 +16,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/demo/witness"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/demo/witness"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // Record is an execution-log record.
@@ -240,7 +240,7 @@ func threadLog(ctx context.Context, c client.Client, threadID string, store acti
 	if err != nil {
 		return nil, fmt.Errorf("soak: thread %s: %w", threadID, err)
 	}
-	v, err := c.QueryWorkflow(ctx, threadID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), workflow.QueryLog)
+	v, err := c.QueryWorkflow(ctx, threadID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), agentrun.QueryLog)
 	if err != nil {
 		return nil, fmt.Errorf("soak: thread %s's log: %w", threadID, err)
 	}
@@ -257,8 +257,8 @@ type replayer struct {
 	logger sdklog.Logger
 }
 
-func newReplayer(opts tworker.Options, ro sdkworker.WorkflowReplayerOptions) (*replayer, error) {
-	plugin, err := tworker.NewPlugin(opts)
+func newReplayer(opts workerplugin.Options, ro sdkworker.WorkflowReplayerOptions) (*replayer, error) {
+	plugin, err := workerplugin.NewPlugin(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ func storedLog(ctx context.Context, store activities.Checkpointer, threadID stri
 	if cp == nil {
 		return nil, fmt.Errorf("soak: thread %s: every run deleted, and the thread store has no state for it", threadID)
 	}
-	l, err := dedup.Restore(cp.Agents[workflow.DefaultAgent])
+	l, err := dedup.Restore(cp.Agents[agentrun.DefaultAgent])
 	if err != nil {
 		return nil, fmt.Errorf("soak: thread %s: the stored log: %w", threadID, err)
 	}

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/demo/witness"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/demo/witness"
 )
 
 func rec(call string, origin dedup.Origin, from int) Record {

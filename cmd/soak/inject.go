@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/demo/witness"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo/witness"
 )
 
 // servedButRan is the served-but-ran control: an Observer that, when the
@@ -20,8 +20,8 @@ type servedButRan struct {
 	billing, pager string
 }
 
-func (o *servedButRan) Decision(d workflow.Decision) {
-	if d.Outcome != workflow.OutcomeCached {
+func (o *servedButRan) Decision(d agentrun.Decision) {
+	if d.Outcome != agentrun.OutcomeCached {
 		return
 	}
 	var url, body string
@@ -48,7 +48,7 @@ func (o *servedButRan) Decision(d workflow.Decision) {
 	}()
 }
 
-func (o *servedButRan) ModelCall(workflow.ModelCall) {}
+func (o *servedButRan) ModelCall(agentrun.ModelCall) {}
 
 // converters are the data and failure converters for keyFile's keys (none:
 // payloads as written).

@@ -23,12 +23,12 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
-	"github.com/tulip-temporal/tulip/demo/billing"
-	"github.com/tulip-temporal/tulip/demo/pager"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/demo/pager"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // soak is one soak's parts.
@@ -309,10 +309,10 @@ func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
 		perKind[r.plain] = max(perKind[r.plain], r.k+1)
 		name := fmt.Sprintf("t%dk%d", r.thread, r.k)
 		switch r.status {
-		case workflow.StatusCompleted:
+		case agentrun.StatusCompleted:
 			s.sum.Completed++
 			completed[name] = true
-		case workflow.StatusFailed:
+		case agentrun.StatusFailed:
 			s.sum.Failed++
 			s.sum.violate("run %s (%s %s): failed: %s", name, r.h.WorkflowID, r.h.RunID, r.err)
 		default:
@@ -361,7 +361,7 @@ func (s *soak) record(fs []Finding, dups map[string]bool) {
 // services.
 func (s *soak) reference(ctx context.Context, perKind map[bool]int) (map[bool][]Record, error) {
 	tq := "soak-ref-" + randomID()
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: Models(0)})
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: Models(0)})
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Attempt phases.

@@ -20,12 +20,12 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/demo"
-	"github.com/tulip-temporal/tulip/demo/billing"
-	"github.com/tulip-temporal/tulip/demo/pager"
-	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/demo/pager"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // pool is the soak's worker OS processes on one task queue.
@@ -145,7 +145,7 @@ func RunWorker(ctx context.Context, opts WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	plugin, err := tworker.NewPlugin(wopts)
+	plugin, err := workerplugin.NewPlugin(wopts)
 	if err != nil {
 		return err
 	}
@@ -170,11 +170,11 @@ func RunWorker(ctx context.Context, opts WorkerOptions) error {
 
 // workerOptions are a soak worker's tools (through billing and the pager),
 // hooks and model, broken as opts.Inject says.
-func workerOptions(opts WorkerOptions) (tworker.Options, error) {
+func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 	tb := demo.NewToolbox()
 	tb.UseBilling(billing.Client{BaseURL: opts.Billing})
 	tb.UsePager(pager.Client{BaseURL: opts.Pager})
-	wo := tworker.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: Models(opts.ModelLatency)}
+	wo := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: Models(opts.ModelLatency)}
 	switch opts.Inject {
 	case "dedup-off":
 		tools, err := nonIdempotent(wo.Tools)

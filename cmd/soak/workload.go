@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
 )
 
 // Script is the script of thread t's run k (from 0): refunds and pages
@@ -154,7 +154,7 @@ func (w *workload) play(ctx context.Context, r *run) {
 		}
 		var failed *runclient.RunFailedError
 		if errors.As(err, &failed) {
-			r.status, r.err = workflow.StatusFailed, failed.Error()
+			r.status, r.err = agentrun.StatusFailed, failed.Error()
 			return
 		}
 		if err != nil {
@@ -162,16 +162,16 @@ func (w *workload) play(ctx context.Context, r *run) {
 			continue
 		}
 		r.turns = res.Turns
-		if res.Status != workflow.StatusInterrupted {
+		if res.Status != agentrun.StatusInterrupted {
 			r.status = res.Status
 			return
 		}
-		w.resume(ctx, r, workflow.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+		w.resume(ctx, r, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 		skip = res.Interrupt.ID
 	}
 }
 
-func (w *workload) resume(ctx context.Context, r *run, in workflow.ResumeInput) {
+func (w *workload) resume(ctx context.Context, r *run, in agentrun.ResumeInput) {
 	for ctx.Err() == nil {
 		var err error
 		if r.k%4 == 0 {
@@ -211,8 +211,8 @@ func (w *workload) startRun(ctx context.Context, r *run) error {
 			// The plain way: no previous_run_id, so the run's loader
 			// waits out visibility lag; ExecuteWorkflow returns the
 			// open run when the ID already runs.
-			wr, err = w.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: thread, TaskQueue: w.tq}, workflow.WorkflowName,
-				workflow.RunInput{ThreadID: thread, Model: "soak", Message: msg})
+			wr, err = w.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: thread, TaskQueue: w.tq}, agentrun.WorkflowName,
+				agentrun.RunInput{ThreadID: thread, Model: "soak", Message: msg})
 			if err == nil {
 				r.h = runclient.Handle{WorkflowID: wr.GetID(), RunID: wr.GetRunID()}
 			}
@@ -245,7 +245,7 @@ func (w *workload) ours(ctx context.Context, workflowID, runID, msg string) bool
 	if err != nil {
 		return false
 	}
-	var in workflow.RunInput
+	var in agentrun.RunInput
 	p := ev.GetWorkflowExecutionStartedEventAttributes().GetInput()
 	if p == nil || w.dc.FromPayloads(p, &in) != nil {
 		return false
@@ -310,7 +310,7 @@ func (w *workload) playAlone(ctx context.Context, t, n int, limit time.Duration)
 		rctx, cancel := context.WithTimeout(ctx, limit)
 		w.play(rctx, r)
 		cancel()
-		if r.status != workflow.StatusCompleted {
+		if r.status != agentrun.StatusCompleted {
 			return nil, fmt.Errorf("soak: the reference of run %d did not complete: %s %s", k, r.status, r.err)
 		}
 	}

@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
 // RunOptions start an agent run.
@@ -61,7 +61,7 @@ type RunOptions struct {
 	// Stream chooses what the run streams (Temporal's Workflow Streams;
 	// streams.Subscribe reads it). Zero value: every decision, and each
 	// answer once the model returns.
-	Stream *workflow.StreamOptions
+	Stream *agentrun.StreamOptions
 	// WorkflowExecutionTimeout bounds the whole run. Zero value: none.
 	WorkflowExecutionTimeout time.Duration
 	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
@@ -92,7 +92,7 @@ func (e *NotInterruptedError) Error() string {
 // cancelled. Result holds its trace and error when the run left them.
 // Error is one line; the failure's type and the run's result stay here.
 type RunFailedError struct {
-	Result *workflow.RunResult
+	Result *agentrun.RunResult
 	Err    error
 }
 
@@ -148,7 +148,7 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 	if opts.Model == "" {
 		return Handle{}, errors.New("agent: RunOptions.Model is required")
 	}
-	in := workflow.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
+	in := agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
 		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream}
 	id := opts.WorkflowID
@@ -186,7 +186,7 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 		// The Web UI shows it (user metadata); the run's current details
 		// then list its calls.
 		StaticSummary: runSummary(in),
-	}, workflow.WorkflowName, in)
+	}, agentrun.WorkflowName, in)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) && in.NewThread && again {
@@ -201,10 +201,10 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 }
 
 // runSummary is a run's summary for the Web UI: agent, model, thread.
-func runSummary(in workflow.RunInput) string {
+func runSummary(in agentrun.RunInput) string {
 	agent := in.Agent
 	if agent == "" {
-		agent = workflow.DefaultAgent
+		agent = agentrun.DefaultAgent
 	}
 	s := fmt.Sprintf("tulip agent **%s** · model %s", agent, in.Model)
 	if in.ThreadID != "" {
@@ -215,7 +215,7 @@ func runSummary(in workflow.RunInput) string {
 
 // Run starts an agent run and waits for its answer or its first interrupt
 // (see Await).
-func Run(ctx context.Context, c client.Client, opts RunOptions) (Handle, *workflow.RunResult, error) {
+func Run(ctx context.Context, c client.Client, opts RunOptions) (Handle, *agentrun.RunResult, error) {
 	h, err := Start(ctx, c, opts)
 	if err != nil {
 		return h, nil, err
@@ -238,16 +238,16 @@ var MaxPollInterval = time.Second
 // interrupt other than skip. A completed or interrupted run returns its
 // result (Status tells which; Interrupt lists the held calls). A failed run
 // returns its result, when it has one, and a *RunFailedError.
-func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workflow.RunResult, error) {
+func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentrun.RunResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type outcome struct {
-		res *workflow.RunResult
+		res *agentrun.RunResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		var res workflow.RunResult
+		var res agentrun.RunResult
 		err := c.GetWorkflow(ctx, h.WorkflowID, h.RunID).Get(ctx, &res)
 		if err == nil {
 			done <- outcome{res: &res}
@@ -255,7 +255,7 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 		}
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.HasDetails() {
-			var failed workflow.RunResult
+			var failed agentrun.RunResult
 			derr := appErr.Details(&failed)
 			if derr == nil {
 				done <- outcome{res: &failed, err: &RunFailedError{Result: &failed, Err: err}}
@@ -292,7 +292,7 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*workfl
 			if errors.As(err, &keyErr) {
 				return nil, err // this client cannot read the run: waiting will not help
 			}
-			if err == nil && st.Status == workflow.StatusInterrupted && st.Interrupt != nil &&
+			if err == nil && st.Status == agentrun.StatusInterrupted && st.Interrupt != nil &&
 				(st.Interrupt.ID == id || (id == memoUnreadable && st.Interrupt.ID != skip)) {
 				return st, nil
 			}
@@ -316,7 +316,7 @@ func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, stri
 		}
 		info = desc.GetWorkflowExecutionInfo()
 	}
-	p := info.GetMemo().GetFields()[workflow.MemoInterrupt]
+	p := info.GetMemo().GetFields()[agentrun.MemoInterrupt]
 	if p == nil {
 		return cur, "", nil
 	}
@@ -359,16 +359,16 @@ func newest(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb
 }
 
 // State queries a run's state so far (the newest run of its chain).
-func State(ctx context.Context, c client.Client, h Handle) (*workflow.RunResult, error) {
+func State(ctx context.Context, c client.Client, h Handle) (*agentrun.RunResult, error) {
 	h, err := current(ctx, c, h)
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryState)
+	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, agentrun.QueryState)
 	if err != nil {
 		return nil, err
 	}
-	var st workflow.RunResult
+	var st agentrun.RunResult
 	if err := v.Get(&st); err != nil {
 		return nil, err
 	}
@@ -380,26 +380,26 @@ func State(ctx context.Context, c client.Client, h Handle) (*workflow.RunResult,
 // (ApplicationError type activities.ErrNotInterrupted, or ErrStaleInterrupt
 // for an old interrupt id), and a closed run gives *NotInterruptedError.
 // A resume delivered twice for the same interrupt takes effect once.
-func Resume(ctx context.Context, c client.Client, workflowID string, in workflow.ResumeInput) (workflow.ResumeResult, error) {
+func Resume(ctx context.Context, c client.Client, workflowID string, in agentrun.ResumeInput) (agentrun.ResumeResult, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
-		return workflow.ResumeResult{}, fmt.Errorf("agent: resume %q: %w", workflowID, err)
+		return agentrun.ResumeResult{}, fmt.Errorf("agent: resume %q: %w", workflowID, err)
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return workflow.ResumeResult{}, &NotInterruptedError{WorkflowID: workflowID}
+		return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: workflowID}
 	}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
-		UpdateName:   workflow.UpdateResume,
+		UpdateName:   agentrun.UpdateResume,
 		Args:         []any{in},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return workflow.ResumeResult{}, err
+		return agentrun.ResumeResult{}, err
 	}
-	var out workflow.ResumeResult
+	var out agentrun.ResumeResult
 	if err := h.Get(ctx, &out); err != nil {
-		return workflow.ResumeResult{}, err
+		return agentrun.ResumeResult{}, err
 	}
 	return out, nil
 }
@@ -407,11 +407,11 @@ func Resume(ctx context.Context, c client.Client, workflowID string, in workflow
 // ResumeBySignal sends the same resume as a signal, for callers that cannot
 // send updates. It must name the interrupt; an invalid signal is dropped by
 // the run (signals cannot answer).
-func ResumeBySignal(ctx context.Context, c client.Client, workflowID string, in workflow.ResumeInput) error {
+func ResumeBySignal(ctx context.Context, c client.Client, workflowID string, in agentrun.ResumeInput) error {
 	if in.InterruptID == "" {
 		return errors.New("agent: a resume signal must name its interrupt")
 	}
-	return c.SignalWorkflow(ctx, workflowID, "", workflow.SignalResume, in)
+	return c.SignalWorkflow(ctx, workflowID, "", agentrun.SignalResume, in)
 }
 
 // Log returns a run's execution log (open or closed; the newest run of its
@@ -422,7 +422,7 @@ func Log(ctx context.Context, c client.Client, h Handle) ([]dedup.Record, error)
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, workflow.QueryLog)
+	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, agentrun.QueryLog)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +458,7 @@ func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]
 		return nil, err
 	}
 	if agent == "" {
-		agent = workflow.DefaultAgent
+		agent = agentrun.DefaultAgent
 	}
 	if cp == nil || cp.Agents[agent] == nil {
 		return []dedup.Record{}, nil
@@ -482,7 +482,7 @@ func Thread(ctx context.Context, c client.Client, threadID string) (*activities.
 	info := desc.GetWorkflowExecutionInfo()
 	var cp *activities.Checkpoint
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		v, err := c.QueryWorkflow(ctx, threadID, info.GetExecution().GetRunId(), workflow.QueryThread)
+		v, err := c.QueryWorkflow(ctx, threadID, info.GetExecution().GetRunId(), agentrun.QueryThread)
 		if err != nil {
 			return nil, err
 		}

@@ -7,13 +7,13 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/dedup"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
 // Runs hand their state on by reference (workflow/refs.go): a result's
-// trace leaves out content over workflow.InlineLimit, and a log's records
+// trace leaves out content over agentrun.InlineLimit, and a log's records
 // from earlier runs are thin. The functions here read that content back
 // from the runs that hold it (the tulip.page query), so what they return is
 // whole.
@@ -23,11 +23,11 @@ import (
 // them, and a served call's result that another run holds (ResultIn) read
 // from the conversation. A result that holds its whole trace is returned
 // as it is, with no query.
-func Trace(ctx context.Context, c client.Client, h Handle, res *workflow.RunResult) ([]workflow.TraceLine, error) {
+func Trace(ctx context.Context, c client.Client, h Handle, res *agentrun.RunResult) ([]agentrun.TraceLine, error) {
 	if res == nil {
 		return nil, nil
 	}
-	var out []workflow.TraceLine
+	var out []agentrun.TraceLine
 	for _, p := range res.TraceParts {
 		lines, err := fetchTrace(ctx, c, h.WorkflowID, p.Run, p.From, p.To)
 		if err != nil {
@@ -67,14 +67,14 @@ func Trace(ctx context.Context, c client.Client, h Handle, res *workflow.RunResu
 	return out, nil
 }
 
-func fetchTrace(ctx context.Context, c client.Client, workflowID, runID string, from, to int) ([]workflow.TraceLine, error) {
-	var out []workflow.TraceLine
+func fetchTrace(ctx context.Context, c client.Client, workflowID, runID string, from, to int) ([]agentrun.TraceLine, error) {
+	var out []agentrun.TraceLine
 	for from < to {
-		v, err := c.QueryWorkflow(ctx, workflowID, runID, workflow.QueryPage, activities.PageRequest{Kind: activities.PageTrace, From: from, To: to})
+		v, err := c.QueryWorkflow(ctx, workflowID, runID, agentrun.QueryPage, activities.PageRequest{Kind: activities.PageTrace, From: from, To: to})
 		if err != nil {
 			return nil, fmt.Errorf("agent: reading the trace of run %s: %w", runID, err)
 		}
-		var p workflow.Page
+		var p agentrun.Page
 		if err := v.Get(&p); err != nil {
 			return nil, err
 		}

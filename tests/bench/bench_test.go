@@ -25,14 +25,14 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 func quiet() sdklog.Logger {
@@ -63,7 +63,7 @@ func record(b *testing.B, srv *devserver.Server, run scenario.Run, sequential bo
 	// budget's worst case (every call's record and line at their bounds)
 	// on a plain server, though its state stays far below it; this
 	// measures replay, not that bound.
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(),
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"m": run.Model()}, PayloadLimit: -1})
 	require.NoError(b, err)
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
@@ -73,7 +73,7 @@ func record(b *testing.B, srv *devserver.Server, run scenario.Run, sequential bo
 	defer cancel()
 	h, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 4, SequentialCalls: sequential})
 	require.NoError(b, err)
-	require.Equal(b, workflow.StatusCompleted, res.Status)
+	require.Equal(b, agentrun.StatusCompleted, res.Status)
 	hist := &historypb.History{}
 	it := c.GetWorkflowHistory(ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -168,13 +168,13 @@ func BenchmarkReplay(b *testing.B) {
 	srv.Stop()
 	for _, n := range []int{100, 1000} {
 		hist := hists[n]
-		plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
+		plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
 		require.NoError(b, err)
 		withPlugin, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
 		require.NoError(b, err)
 		without, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{})
 		require.NoError(b, err)
-		require.NoError(b, tworker.Register(without, tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()}))
+		require.NoError(b, workerplugin.Register(without, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()}))
 		plainReplayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{})
 		require.NoError(b, err)
 		registerPlain(plainReplayer)

@@ -13,13 +13,13 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/mcp"
-	"github.com/tulip-temporal/tulip/scenario"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 type echoArgs struct {
@@ -92,7 +92,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	goEcho := activities.MustTool(activities.ToolSpec{Name: "go_echo", Idempotent: true}, echo)
 	const n = 50
 	tq := fmt.Sprintf("bench-mcp-%d", time.Now().UnixNano())
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{goEcho}, Toolsets: set.Toolsets(),
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{goEcho}, Toolsets: set.Toolsets(),
 		Models: map[string]activities.Model{"go": echoRun("go_echo", n).Model(), "mcp": echoRun("mcp_echo", n).Model()}})
 	require.NoError(b, err)
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
@@ -103,7 +103,7 @@ func BenchmarkMCPCall(b *testing.B) {
 		defer cancel()
 		h, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: model, SequentialCalls: true, MaxTurns: 4})
 		require.NoError(b, err)
-		require.Equal(b, workflow.StatusCompleted, res.Status)
+		require.Equal(b, agentrun.StatusCompleted, res.Status)
 		hist := &historypb.History{}
 		it := c.GetWorkflowHistory(ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {

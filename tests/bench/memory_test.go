@@ -19,9 +19,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // memWorker is a running memworker process (tests/bench/memworker).
@@ -104,7 +104,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		require.NoError(b, prun.Get(ctx, nil))
 		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
 		require.NoError(b, err)
-		require.Equal(b, workflow.StatusCompleted, res.Status)
+		require.Equal(b, agentrun.StatusCompleted, res.Status)
 		rss0, heap0 := w.mem(b)
 
 		var g group
@@ -145,7 +145,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				if res.Status != workflow.StatusInterrupted {
+				if res.Status != agentrun.StatusInterrupted {
 					return fmt.Errorf("run %s: %s, want interrupted", h.WorkflowID, res.Status)
 				}
 				handles[k] = h
@@ -162,7 +162,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		}
 		stateBytes = 0
 		for _, h := range handles {
-			v, err := c.QueryWorkflow(ctx, h.WorkflowID, "", workflow.QueryState)
+			v, err := c.QueryWorkflow(ctx, h.WorkflowID, "", agentrun.QueryState)
 			require.NoError(b, err)
 			var raw json.RawMessage
 			require.NoError(b, v.Get(&raw))

@@ -13,14 +13,14 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
 )
 
 // turnsRun is plainsdk's loop for tulip: a refund a turn (by tool), then
@@ -69,7 +69,7 @@ func newPerfEnv(b *testing.B, models map[string]activities.Model, workerOpts sdk
 			return args, nil
 		})
 	require.NoError(b, err)
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: append(demo.NewToolbox().Tools(), local), Hooks: demo.Hooks(), Models: models})
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: append(demo.NewToolbox().Tools(), local), Hooks: demo.Hooks(), Models: models})
 	require.NoError(b, err)
 	opts := workerOpts
 	opts.Plugins = []sdkworker.Plugin{plugin}
@@ -99,7 +99,7 @@ func (e *perfEnv) tulip(b *testing.B, model string, turns int, sequential bool) 
 	defer cancel()
 	h, res, err := runclient.Run(ctx, e.c, runclient.RunOptions{TaskQueue: e.tq, Model: model, MaxTurns: turns + 2, SequentialCalls: sequential})
 	require.NoError(b, err)
-	require.Equal(b, workflow.StatusCompleted, res.Status)
+	require.Equal(b, agentrun.StatusCompleted, res.Status)
 	return e.history(b, h.WorkflowID, h.RunID)
 }
 

@@ -16,14 +16,14 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	"github.com/tulip-temporal/tulip/scenario"
-	"github.com/tulip-temporal/tulip/streams"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/streams"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 // chattyRun is n turns of one refund each with a sentence of text (40
@@ -81,7 +81,7 @@ func BenchmarkStreamHistory(b *testing.B) {
 	defer c.Close()
 	tq := fmt.Sprintf("bench-stream-%d", time.Now().UnixNano())
 	run := chattyRun(turns)
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(),
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"m": wordByWord(run.Model(), 10*time.Millisecond)}})
 	require.NoError(b, err)
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
@@ -90,13 +90,13 @@ func BenchmarkStreamHistory(b *testing.B) {
 
 	arms := []struct {
 		name   string
-		stream *workflow.StreamOptions
+		stream *agentrun.StreamOptions
 		read   bool
 	}{
-		{"off", &workflow.StreamOptions{Off: true}, false},
+		{"off", &agentrun.StreamOptions{Off: true}, false},
 		{"calls-unread", nil, false},
 		{"calls-read", nil, true},
-		{"text-read", &workflow.StreamOptions{Text: true}, true},
+		{"text-read", &agentrun.StreamOptions{Text: true}, true},
 	}
 	for b.Loop() {
 		events, size, runs, largest := map[string]int{}, map[string]int{}, map[string]int{}, map[string]float64{}
@@ -123,7 +123,7 @@ func BenchmarkStreamHistory(b *testing.B) {
 			}
 			res, err := runclient.Await(ctx, c, h, "")
 			require.NoError(b, err)
-			require.Equal(b, workflow.StatusCompleted, res.Status)
+			require.Equal(b, agentrun.StatusCompleted, res.Status)
 			if arm.read {
 				require.Positive(b, <-items, "%s: the subscriber read nothing", arm.name)
 			}

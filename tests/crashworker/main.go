@@ -26,10 +26,10 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/demo/billing"
-	"github.com/tulip-temporal/tulip/openai"
-	tworker "github.com/tulip-temporal/tulip/worker"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
+	"github.com/tulip-temporal/tulip/openaimodel"
 )
 
 // Crash points.
@@ -199,13 +199,13 @@ func run(address, taskQueue, billingURL string) error {
 	defer c.Close()
 	models := map[string]activities.Model{"refund": model, "report": reporter}
 	if *oaiURL != "" {
-		m, err := openai.New(openai.Options{BaseURL: *oaiURL, Model: "fake"})
+		m, err := openaimodel.New(openaimodel.Options{BaseURL: *oaiURL, Model: "fake"})
 		if err != nil {
 			return err
 		}
 		models["stream"] = m
 	}
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{refund, report}, Models: models})
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{refund, report}, Models: models})
 	if err != nil {
 		return err
 	}

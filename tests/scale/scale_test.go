@@ -25,14 +25,14 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tulip-temporal/tulip/activities"
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/demo"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
-	tworker "github.com/tulip-temporal/tulip/worker"
-	"github.com/tulip-temporal/tulip/workflow"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
 var server *devserver.Server
@@ -61,7 +61,7 @@ func setup(t testing.TB, blobs blobstore.Store, keys *codec.Keyring, models map[
 	if keys != nil {
 		keys.ClientOptions(&opts)
 	}
-	wopts := tworker.Options{Hooks: demo.Hooks(), Models: models}
+	wopts := workerplugin.Options{Hooks: demo.Hooks(), Models: models}
 	if blobs != nil {
 		opts.ExternalStorage = blobstore.ExternalStorage(blobs, 64<<10)
 		wopts.PayloadLimit = -1
@@ -71,7 +71,7 @@ func setup(t testing.TB, blobs blobstore.Store, keys *codec.Keyring, models map[
 	t.Cleanup(c.Close)
 	tb := demo.NewToolbox()
 	wopts.Tools = tb.Tools()
-	plugin, err := tworker.NewPlugin(wopts)
+	plugin, err := workerplugin.NewPlugin(wopts)
 	require.NoError(t, err)
 	tq := fmt.Sprintf("scale-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
@@ -188,7 +188,7 @@ func longRun(t testing.TB, turns, size int, o longRunOptions) longRunStats {
 	}
 	h, res, err := runclient.Run(ctx, c, opts)
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	st := longRunStats{elapsed: time.Since(start), continued: res.ContinuedAsNew}
 	if o.blobs != nil {
 		_, st.blobs = o.blobs.Stats() // before reading the log: a query's answer is stored too
@@ -221,7 +221,7 @@ func longRun(t testing.TB, turns, size int, o longRunOptions) longRunStats {
 		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "again", ThreadID: opts.ThreadID, Message: "again"})
 		require.NoError(t, err)
 		require.Len(t, res.Trace, 1)
-		assert.Equal(t, workflow.OutcomeCached, res.Trace[0].Outcome, "the thread's next run serves an earlier call")
+		assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome, "the thread's next run serves an earlier call")
 		assert.Equal(t, turns, tb.Invocations()["audit_append"])
 	}
 	return st
@@ -230,7 +230,7 @@ func longRun(t testing.TB, turns, size int, o longRunOptions) longRunStats {
 // replayCost times replaying two histories with the plugin, interleaved,
 // after a warm-up; the medians of five each.
 func replayCost(t testing.TB, blobs blobstore.Store, keys *codec.Keyring, a, b *historypb.History) (time.Duration, time.Duration) {
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
 	require.NoError(t, err)
 	// No deadlock detection: on a machine busy with other tests a step of
 	// replay may wait for a core longer than its 1 s.
@@ -319,7 +319,7 @@ func TestLargeArguments(t *testing.T) {
 	thread := fmt.Sprintf("big-%d", time.Now().UnixNano())
 	_, res, err := runclient.Run(ctx, c, runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "append"})
 	require.NoError(t, err)
-	require.Equal(t, workflow.StatusCompleted, res.Status)
+	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Equal(t, 15, tb.Invocations()["audit_append"])
 	n, bytes := blobs.Stats()
 	assert.Greater(t, n, 0)

@@ -26,10 +26,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/activities"
-	"github.com/tulip-temporal/tulip/hooks"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/hooks"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
-	tworker "github.com/tulip-temporal/tulip/worker"
 )
 
 // Names the benchmark uses (the plain loop's are plainsdk's).
@@ -89,7 +89,7 @@ func run(address, tq string, turns, cache int) error {
 		}
 		return activities.ModelResponse{Text: "done"}, nil
 	})
-	plugin, err := tworker.NewPlugin(tworker.Options{Tools: []*activities.Tool{tool, held},
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{tool, held},
 		Hooks:  map[string]hooks.Hook{HoldHook: hooks.Approve(heldTool, "held open by the benchmark")},
 		Models: map[string]activities.Model{Model: model}})
 	if err != nil {

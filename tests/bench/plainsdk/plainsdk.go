@@ -17,7 +17,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/activities"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Names the loop registers and answers to.

@@ -1,0 +1,231 @@
+package agentrun
+
+import (
+	"encoding/json"
+	"fmt"
+
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/hooks"
+	"github.com/tulip-temporal/tulip/internal/intercept"
+)
+
+// step is one call of the current response: settled already (rejected,
+// cancelled), or executing (or served) through the interceptor.
+type step struct {
+	line   TraceLine
+	msg    activities.Message
+	call   *intercept.Call
+	future wf.Future
+}
+
+// enqueue settles st at once when calls run one after another, and keeps
+// it for finish when they run at once.
+func (r *run) enqueue(ctx wf.Context, steps []*step, st *step) []*step {
+	if r.parallel {
+		return append(steps, st)
+	}
+	r.finish(ctx, []*step{st})
+	return steps
+}
+
+// finish settles steps in call order and adds their trace lines and tool
+// messages in that order.
+func (r *run) finish(ctx wf.Context, steps []*step) {
+	for _, st := range steps {
+		if st.call != nil {
+			var out activities.ToolOutput
+			err := st.future.Get(ctx, &out)
+			st.call.Settle(&out, err)
+			if err != nil {
+				st.line.Error = errText(intercept.ToolErrorOf(err).Message)
+			} else {
+				st.line.Result, st.line.ResultIn = out.Result, out.ResultIn
+			}
+			st.msg = toolMessage(st.line.CallID, st.line.Result, st.line.Error, st.call.ServedFrom != nil)
+			if st.line.ResultIn != nil {
+				// Served from a record another run holds: the message
+				// names the message whose content it is.
+				st.msg.Content, st.msg.ContentIn = "", st.line.ResultIn
+			}
+		}
+		r.addTrace(ctx, st.line, st.msg)
+	}
+	r.showDetails(ctx)
+}
+
+// addTrace adds a settled call's trace line and its tool message.
+func (r *run) addTrace(ctx wf.Context, l TraceLine, msg activities.Message) {
+	r.appendLine(ctx, l, r.convLen())
+	r.addMessage(msg)
+}
+
+// appendLine adds a trace line; msg is its tool message's number, or -1.
+func (r *run) appendLine(ctx wf.Context, l TraceLine, msg int) {
+	r.trace = append(r.trace, l)
+	r.traceMsg = append(r.traceMsg, msg)
+	r.observeLine(ctx, l)
+	r.publishLine(l)
+}
+
+func errText(s string) *string { return &s }
+
+// resolve applies rule 1 to a call: its tool must exist and its argument
+// text must parse under the limits. Otherwise it returns the rejection.
+func (r *run) resolve(call activities.ToolCall) (*activities.Tool, *dedup.Args, *step) {
+	tool, ok := r.tools[call.Name]
+	if !ok {
+		return nil, nil, r.reject(call, fmt.Sprintf("unknown tool %q", call.Name))
+	}
+	args, err := dedup.Parse(call.Arguments, r.in.Limits)
+	if err != nil {
+		return nil, nil, r.reject(call, fmt.Sprintf("tool %s: %v", call.Name, err))
+	}
+	return tool, args, nil
+}
+
+func (r *run) reject(call activities.ToolCall, why string) *step {
+	return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeRejected, Error: errText(why)},
+		msg: toolMessage(call.ID, nil, errText(why), false)}
+}
+
+// toolMessage is the tool result the model sees for a call.
+func toolMessage(callID string, result json.RawMessage, errMsg *string, served bool) activities.Message {
+	var content string
+	if errMsg != nil {
+		b, _ := json.Marshal(map[string]string{"error": *errMsg})
+		content = string(b)
+	} else {
+		content = string(result)
+	}
+	return activities.Message{Role: "tool", ToolCallID: callID, Content: content, Served: served}
+}
+
+// hold is an interrupt raised at a call: the hook that raised it, its
+// reason, the call's arguments as the model emitted them, and as the hooks
+// that ran before the interrupting one left them (for tulip.approval: after
+// every hook).
+type hold struct {
+	hook, reason string
+	model, post  *dedup.Args
+}
+
+// shown is the held call's arguments as runs recorded before
+// "tulip-held-args" showed them: after every hook for tulip.approval, as
+// the model emitted them for a hook's interrupt.
+func (h *hold) shown() *dedup.Args {
+	if h.hook == ApprovalHook {
+		return h.post
+	}
+	return h.model
+}
+
+// handleCall takes one call through reject, hooks, cancel, interrupt, and
+// match or execute; the execution is started, not awaited. It returns the
+// hold instead of a step when the call interrupts the run.
+func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (*step, *hold) {
+	tool, args, rejected := r.resolve(call)
+	if rejected != nil {
+		return rejected, nil
+	}
+	post, cancelled, h := r.beforeHooks(call, args, response, false)
+	if cancelled != nil {
+		return cancelled, nil
+	}
+	if h != nil {
+		return nil, h
+	}
+	if reason, ask := r.needsApproval(tool, post, response); ask {
+		return nil, &hold{hook: ApprovalHook, reason: reason, model: args, post: post}
+	}
+	var pre *dedup.Args
+	if post != args {
+		pre = args
+	}
+	return r.launch(ctx, tool, call, post, pre, response, !r.resumed, true), nil
+}
+
+// beforeHooks runs the installed hooks on a call (rule 2) and returns its
+// post-hook arguments (args itself when no hook rewrote them). A cancel is
+// recorded, with the model's arguments, and returned as the call's step. An
+// interrupt is returned as a hold, unless performing: a held call a resume
+// performs was answered by that resume, so no hook holds it again (the
+// hooks after the interrupting one still run).
+func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response int, performing bool) (*dedup.Args, *step, *hold) {
+	hc := hooks.NewCall(call.ID, call.Name, args.Value())
+	hc.Agent, hc.Thread, hc.Turn = r.in.Agent, r.in.ThreadID, r.turn
+	post := func() *dedup.Args {
+		if hc.Changed() {
+			return dedup.NewArgs(*hc.Args())
+		}
+		return args
+	}
+	for _, name := range r.hooks {
+		d := r.cfg.Hooks[name](hc)
+		if d.Cancel != "" {
+			r.log.Append(dedup.Record{Tool: call.Name, Response: response, Run: r.runID, Turn: r.turn, CallID: call.ID,
+				Origin: dedup.Cancelled, Error: &dedup.ToolError{Type: dedup.ErrorTypeCancelled, Message: d.Cancel}}, args)
+			return nil, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: json.RawMessage(args.Text()),
+				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, msg: toolMessage(call.ID, nil, errText(d.Cancel), false)}, nil
+		}
+		if d.Interrupt != "" && !performing {
+			return nil, nil, &hold{hook: name, reason: d.Interrupt, model: args, post: post()}
+		}
+	}
+	return post(), nil, nil
+}
+
+// launch starts one call's execution (or, through the interceptor, serves
+// it) and returns its step, to be settled by finish. pre, when a hook
+// rewrote the call, is its arguments as the model emitted them.
+func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, match, record bool) *step {
+	spec, opts := tool.Spec(), tool.Options()
+	key := r.key(spec, args)
+	c := &intercept.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
+		Key: key, Match: match && spec.Idempotent, Record: record}
+	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
+		Toolset: spec.Toolset}
+	var f wf.Future
+	if spec.Local {
+		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+			Summary: activitySummary(spec.Name, key)})
+		f = wf.ExecuteLocalActivity(intercept.WithCall(lctx, c), tool.ActivityName(), in)
+	} else {
+		actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
+			HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
+		f = wf.ExecuteActivity(intercept.WithCall(actx, c), tool.ActivityName(), in)
+	}
+	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
+	if c.ServedFrom != nil {
+		seq := c.ServedFrom.Seq
+		line.Outcome, line.ServedFrom, line.Relation, line.Key = OutcomeCached, &seq, c.Relation, c.ServedFrom.Key
+	} else {
+		r.executions++
+		if r.v3 {
+			// Why did it run again? Only now, on a miss of a tool with
+			// records: the log alone decides it, so replay agrees.
+			before := r.log.Len()
+			if c.Recorded != nil {
+				before = c.Recorded.Seq
+			}
+			if nm := r.log.NearestMiss(spec.Name, args, pre, response, before, spec.Idempotent, match); nm != nil {
+				line.NearMiss = nm
+				if c.Recorded != nil {
+					c.Recorded.NearMiss = nm
+				}
+			}
+		}
+	}
+	return &step{line: line, call: c, future: f}
+}
+
+// activitySummary is a tool activity's Summary, shown by the Web UI (user
+// metadata: no event of its own): the tool and its downstream key.
+func activitySummary(tool, key string) string {
+	if key == "" {
+		return tool
+	}
+	return tool + " · " + key
+}

@@ -1,0 +1,120 @@
+package agentrun
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+)
+
+// loop asks the model for responses and handles their calls until a final
+// answer, the turn limit, or a continue-as-new.
+func (r *run) loop(ctx wf.Context) error {
+	hb := r.cfg.ModelHeartbeatTimeout
+	switch {
+	case hb == 0:
+		hb = activities.DefaultHeartbeatTimeout
+	case hb < 0:
+		hb = 0
+	}
+	mctx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    hb,
+		RetryPolicy:         retryUntilWindow(),
+		// Attempts end early when a worker dies (heartbeat) or a service
+		// restarts: the window, not a count, bounds them.
+		ScheduleToCloseTimeout: RetryWindow,
+	})
+	// Runs recorded before calls ran at once replay sequentially.
+	r.parallel = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls
+	for {
+		if r.turn >= r.in.MaxTurns {
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("the run reached its limit of %d model turns", r.in.MaxTurns), activities.ErrMaxTurns, nil)
+		}
+		if r.shouldContinueAsNew(ctx) {
+			return r.continueAsNew(ctx)
+		}
+		if err := r.checkBudget(ctx, 0); err != nil {
+			return err
+		}
+		r.turn++
+		r.runTurns++
+		r.phaseTurn++
+		r.drainSignals(ctx)
+		var resp activities.ModelResponse
+		start := wf.Now(ctx)
+		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, r.modelInput()).Get(ctx, &resp); err != nil {
+			r.observeModel(ctx, start, 0, err)
+			return err
+		}
+		r.observeModel(ctx, start, len(resp.ToolCalls), nil)
+		r.publishAnswer(resp)
+		if err := r.changeHooks(HooksInput{Install: resp.InstallHooks, Remove: resp.RemoveHooks}); err != nil {
+			return err
+		}
+		response := r.log.BeginResponse()
+		r.addMessage(activities.AssistantMessage(resp))
+		if r.v2 {
+			// The model activity knows its own answer: the next call's
+			// cursor starts after it.
+			r.sent = activities.Cursor{Count: r.convLen(), Digest: r.digest}
+		}
+		if len(resp.ToolCalls) == 0 {
+			r.answer = resp.Text
+			return nil
+		}
+		if err := r.checkBudget(ctx, len(resp.ToolCalls)); err != nil {
+			return err
+		}
+		var steps []*step
+		for i, call := range resp.ToolCalls {
+			r.drainSignals(ctx)
+			st, h := r.handleCall(ctx, call, response)
+			if h != nil {
+				r.finish(ctx, steps) // what started before the interrupt settles first
+				steps = nil
+				if err := r.pause(ctx, h, resp.ToolCalls[i:], response); err != nil {
+					return err
+				}
+				break
+			}
+			steps = r.enqueue(ctx, steps, st)
+		}
+		r.finish(ctx, steps)
+	}
+}
+
+// modelInput is the next model call's input: a cursor over what the last
+// call saw, and only the messages added since (legacy runs: everything).
+func (r *run) modelInput() activities.ModelInput {
+	in := activities.ModelInput{Model: r.in.Model, Agent: r.in.Agent, Thread: r.in.ThreadID, Turn: r.turn,
+		Phase: r.phase, PhaseTurn: r.phaseTurn, TextStream: r.textStream()}
+	if !r.v2 {
+		in.Messages = r.messages
+		for _, t := range r.cfg.Tools {
+			in.Tools = append(in.Tools, t.Spec())
+		}
+		return in
+	}
+	if r.sent.Count > 0 {
+		base := r.sent
+		in.Base = &base
+	}
+	in.Cursor = true
+	in.New = r.messages[r.sent.Count-r.base:]
+	in.Digest = r.digest
+	r.sent = activities.Cursor{Count: r.convLen(), Digest: r.digest}
+	return in
+}
+
+// addMessage appends to the conversation and extends its digest.
+func (r *run) addMessage(m activities.Message) {
+	r.messages = append(r.messages, m)
+	if r.v2 {
+		r.digest = activities.ExtendDigest(r.digest, m)
+	}
+}

@@ -1,0 +1,68 @@
+package agentrun
+
+import (
+	"fmt"
+	"maps"
+	"time"
+
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+)
+
+// ApprovalHook names, in an Interrupt, the approval a tool declared with
+// ToolSpec.Approval asks before each call it would run.
+const ApprovalHook = "tulip.approval"
+
+// listToolsets starts reading the worker's toolsets' tools, when it has any:
+// whether it has is recorded (a side effect) and the list is the
+// activity's result, so a replay on any worker, with or without those
+// toolsets, takes the same path and sees the same tools. Nil: none.
+func (r *run) listToolsets(ctx wf.Context) wf.Future {
+	var names []string
+	if err := wf.SideEffect(ctx, func(wf.Context) any { return r.cfg.Toolsets }).Get(&names); err != nil || len(names) == 0 {
+		return nil
+	}
+	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
+		StartToCloseTimeout:    time.Minute,
+		HeartbeatTimeout:       10 * time.Second,
+		RetryPolicy:            retryUntilWindow(),
+		ScheduleToCloseTimeout: RetryWindow,
+	})
+	return wf.ExecuteActivity(actx, activities.ListToolsActivity)
+}
+
+// addToolsets makes the toolsets' tools callable in this run.
+func (r *run) addToolsets(specs []activities.ToolSpec) {
+	if len(specs) == 0 {
+		return
+	}
+	r.toolsets = specs
+	r.tools = maps.Clone(r.tools)
+	for _, s := range specs {
+		if _, ok := r.tools[s.Name]; !ok {
+			r.tools[s.Name] = activities.ToolFromSpec(s)
+		}
+	}
+}
+
+// needsApproval reports whether a call of tool would run (not be served
+// from the log) and the tool asks approval before it runs: a call the log
+// serves runs nothing, so it asks nothing.
+func (r *run) needsApproval(tool *activities.Tool, args *dedup.Args, response int) (string, bool) {
+	spec := tool.Spec()
+	if !spec.Approval {
+		return "", false
+	}
+	if spec.Idempotent && !r.resumed {
+		if rec, _ := r.log.FindMatchingExecution(spec.Name, args, response); rec != nil {
+			return "", false
+		}
+	}
+	src := "it"
+	if spec.Toolset != "" {
+		src = fmt.Sprintf("toolset %q", spec.Toolset)
+	}
+	return fmt.Sprintf("%s may change or delete what it acts on (%s says so): approve to run this call", spec.Name, src), true
+}

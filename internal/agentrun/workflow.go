@@ -1,0 +1,422 @@
+package agentrun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/hooks"
+	"github.com/tulip-temporal/tulip/internal/intercept"
+	"github.com/tulip-temporal/tulip/internal/streams"
+)
+
+// Config is what the worker gives the workflow: its tools and hooks.
+type Config struct {
+	// Tools the model may call, in the order shown to it.
+	Tools []*activities.Tool
+	// Hooks by name.
+	Hooks map[string]hooks.Hook
+	// Toolsets names the worker's toolsets (activities.Toolset): a run
+	// reads their tools once, by ListToolsActivity, and records that it
+	// does (a side effect), so it replays on any worker.
+	Toolsets []string
+	// CustomCheckpointer: the worker's Checkpointer is not the Temporal
+	// default, so checkpoints are saved by an activity.
+	CustomCheckpointer bool
+	// PayloadLimit is the largest payload the run writes (its result, its
+	// continue-as-new input); past it the run fails with
+	// ErrPayloadTooLarge instead of a workflow task that fails forever.
+	// Zero value: DefaultPayloadLimit. Negative: no limit (the client
+	// stores large payloads externally). A positive value is at least
+	// MinPayloadLimit.
+	PayloadLimit int
+	// ModelHeartbeatTimeout is the model activity's heartbeat timeout
+	// (tulip heartbeats while the model answers): how soon a model call a
+	// dead worker held is retried. Zero value:
+	// activities.DefaultHeartbeatTimeout. Negative: none.
+	ModelHeartbeatTimeout time.Duration
+	// Observer receives each tool-call decision and model call once (never
+	// during replay, and once per worker; see observe.go). Zero value: none; metrics go to the SDK's metrics
+	// handler either way.
+	Observer Observer
+	// MetricAgents lists the agents whose names tag the worker's metrics;
+	// any other agent is tagged OtherTag. Nil: the first
+	// DefaultMetricAgentLimit distinct names the worker sees, then
+	// OtherTag (a label's values must be bounded: RunInput.Agent is any
+	// client's string). Spans and the Observer get the name either way.
+	MetricAgents []string
+
+	emitted *emitted   // what this worker emitted (observe.go)
+	agents  *agentTags // the agent tag's bound (observe.go)
+}
+
+// DefaultPayloadLimit is a little under Temporal's default 2 MiB blob limit.
+const DefaultPayloadLimit = 2<<20 - 64<<10
+
+// Func is the agent-run workflow function. Its first argument is RunInput
+// as JSON, decoded strictly: an unknown field fails the run with
+// activities.ErrBadInput. The others are the segments of a
+// continue-as-new (see Carry): clients pass only the first. The input
+// comes by pointer so that the run can let go of it once decoded (the
+// SDK's reflective call holds its arguments for as long as the run
+// lives, in a worker's cache too).
+type Func = func(ctx wf.Context, in *json.RawMessage,
+	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error)
+
+// New returns the agent-run workflow function for cfg. Register it under
+// WorkflowName.
+func New(cfg Config) (Func, error) {
+	if cfg.PayloadLimit > 0 && cfg.PayloadLimit < MinPayloadLimit {
+		return nil, fmt.Errorf("tulip: PayloadLimit %d is below the minimum %d (use -1 for no limit)", cfg.PayloadLimit, MinPayloadLimit)
+	}
+	cfg.emitted = newEmitted()
+	cfg.agents = newAgentTags(cfg.MetricAgents)
+	tools := make(map[string]*activities.Tool, len(cfg.Tools))
+	for _, t := range cfg.Tools {
+		if t == nil {
+			return nil, errors.New("tulip: nil tool")
+		}
+		if _, dup := tools[t.Spec().Name]; dup {
+			return nil, fmt.Errorf("tulip: tool %q declared twice", t.Spec().Name)
+		}
+		tools[t.Spec().Name] = t
+	}
+	return func(ctx wf.Context, in *json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error) {
+		var raw json.RawMessage
+		if in != nil {
+			raw, *in = *in, nil
+		}
+		r := &run{cfg: &cfg, tools: tools, answered: map[string]bool{}}
+		// Registered first: a run refused before it had its thread's state
+		// answers that it left none (the next run's loader asks).
+		if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
+			return RunResult{}, err
+		}
+		if err := decodeStrict("run input", raw, &r.in); err != nil {
+			return r.refuse(ctx, err)
+		}
+		if c := r.in.Continued; c != nil {
+			n := c.Segments
+			if n < 0 || n > MaxSegments {
+				return r.refuse(ctx, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
+			}
+			r.segs = [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}[:n]
+		}
+		return r.main(ctx)
+	}, nil
+}
+
+// run is one workflow run of an agent run: the state the loop works on.
+type run struct {
+	cfg   *Config
+	tools map[string]*activities.Tool
+	in    RunInput
+	// metricAgent is the agent tag of the run's metrics (agentTag), once
+	// known.
+	metricAgent string
+
+	state      *intercept.State // nil without the dedup interceptor
+	stream     *streams.Stream  // the run's stream (stream.go), or nil
+	log        *dedup.Log       // the state's log, or a private one
+	loaded     *activities.Checkpoint
+	hooks      []string
+	messages   []activities.Message // the messages this run holds: the conversation from message base on
+	base       int                  // the messages other runs hold (parts), which come first
+	parts      []activities.Part    // which runs hold messages [0, base)
+	sent       activities.Cursor    // the conversation the last model call saw
+	segs       [][]byte             // the carried segments (JSON), passed on as they came
+	bounds     []segBound           // where each carried segment ends
+	digest     string               // the digest of the whole conversation
+	baseDigest string               // the digest of messages [0, base)
+
+	// refusing says whether the stream refuses batches from outside the
+	// run (1), takes every batch as runs before did (-1), or does not
+	// know yet (0; stream.go). streamToken is the publisher token of the
+	// run's model activity ("": none); textPieces counts the text pieces
+	// the stream took by turn and attempt (nil: a run that takes every
+	// batch).
+	refusing    int8
+	streamToken string
+	textPieces  map[[2]int]int
+
+	toolsets   []activities.ToolSpec // the toolsets' tools this run read
+	v2         bool                  // thread state, conversation, continue-as-new
+	v3         bool                  // state by reference (refs.go)
+	save       bool                  // the run saves its thread state through a custom Checkpointer
+	parallel   bool                  // the calls of a response run at once
+	status     string
+	turn       int
+	runTurns   int // turns in this workflow run
+	phase      int
+	phaseTurn  int
+	resumed    bool
+	trace      []TraceLine       // the lines this run holds: the trace from line traceBase on
+	traceMsg   []int             // each trace line's tool message, or -1
+	traceBase  int               // the lines earlier runs of the chain hold
+	traceParts []activities.Part // which runs hold lines [0, traceBase)
+	summarized map[Outcome]int   // those lines' calls by outcome
+	answer     string
+	failure    string
+	interrupt  *Interrupt
+	answered   map[string]bool
+	pending    *ResumeInput
+	interrupts int
+	executions int  // executions started (for non-idempotent keys)
+	baseLen    int  // log length after the thread's state loaded
+	continued  int  // continue-as-new steps so far
+	limit      int  // the payload limit, once read (see checkSize)
+	ready      bool // the thread's state (or the carried state) is loaded
+
+	namespace, scope, runID string
+}
+
+func badInput(msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, activities.ErrBadInput, nil)
+}
+
+func (r *run) main(ctx wf.Context) (RunResult, error) {
+	info := wf.GetInfo(ctx)
+	r.namespace, r.runID = info.Namespace, info.WorkflowExecution.RunID
+	r.scope = "run:" + info.WorkflowExecution.ID
+	if r.in.ThreadID != "" {
+		r.scope = "thread:" + r.in.ThreadID
+	}
+	if r.in.Agent == "" {
+		r.in.Agent = DefaultAgent
+	}
+	if r.in.MaxTurns <= 0 {
+		r.in.MaxTurns = DefaultMaxTurns
+	}
+	if r.in.Model == "" {
+		return r.refuse(ctx, badInput("run input names no model"))
+	}
+	if err := r.changeHooks(HooksInput{Install: r.in.Hooks}); err != nil {
+		return r.refuse(ctx, err)
+	}
+	r.status = StatusRunning
+	r.state = intercept.StateFrom(ctx)
+	if r.state != nil {
+		r.log = r.state.Log()
+	} else {
+		r.log = dedup.NewLog()
+	}
+	if err := r.registerHandlers(ctx); err != nil {
+		return RunResult{}, err
+	}
+	// Runs recorded before threads carried their conversation (and before
+	// a run found its thread's runs itself) replay as they ran.
+	r.v2 = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
+	// Runs recorded before state went by reference carry and leave it in
+	// full (carry.go, state.go).
+	r.v3 = r.v2 && wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 1) == 1
+	if err := r.openStream(ctx); err != nil {
+		return RunResult{}, err
+	}
+	if err := r.start(ctx); err != nil {
+		return r.fail(ctx, err) // not ready: fails with no state, which would be empty
+	}
+	if r.v3 {
+		// Restored: what the predecessor carried is in the run's own
+		// structures now, and the decoded carry would only hold memory
+		// for as long as the run stays in a worker's cache.
+		r.in.Continued = nil
+	}
+	r.ready = true
+	if err := r.loop(ctx); err != nil {
+		if wf.IsContinueAsNewError(err) {
+			return RunResult{}, err
+		}
+		return r.fail(ctx, err)
+	}
+	r.status = StatusCompleted
+	r.showDetails(ctx)
+	res := r.view()
+	if err := r.saveCheckpoint(ctx, &res); err != nil {
+		return RunResult{}, err
+	}
+	if err := r.checkSize(ctx, "the run's result", res); err != nil {
+		return r.fail(ctx, err)
+	}
+	if err := r.closeStream(ctx, true); err != nil {
+		return RunResult{}, err
+	}
+	return res, nil
+}
+
+// start sets the run up: from its predecessor's carry (continue-as-new),
+// or from the thread's state, then the user's message.
+func (r *run) start(ctx wf.Context) error {
+	if c := r.in.Continued; c != nil {
+		if c.State != nil {
+			return r.restoreRef(c)
+		}
+		return r.restore(c, r.segs)
+	}
+	load := r.loadCheckpoint
+	var listing wf.Future
+	if r.v3 {
+		load = r.loadThread
+		listing = r.listToolsets(ctx)
+	}
+	if err := load(ctx); err != nil {
+		return err
+	}
+	if listing != nil {
+		var specs []activities.ToolSpec
+		if err := listing.Get(ctx, &specs); err != nil {
+			return err
+		}
+		r.addToolsets(specs)
+	}
+	if r.in.Message != "" {
+		r.addMessage(activities.Message{Role: "user", Content: r.in.Message})
+	}
+	return nil
+}
+
+// view is the run so far (its result, a failure's details, QueryState).
+// A large trace goes by reference (traceByRef).
+func (r *run) view() RunResult {
+	res := RunResult{
+		Status: r.status, Agent: r.in.Agent, ThreadID: r.in.ThreadID, Answer: r.answer,
+		Turns: r.turn, Trace: r.trace, Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued,
+		TraceFrom: r.traceBase, TraceParts: r.traceParts,
+	}
+	if r.v3 {
+		res.Summary = r.summary()
+		if jsonSize(res.Trace) > InlineStateLimit {
+			r.traceByRef(&res)
+		}
+		if res.Trace == nil {
+			res.Trace = []TraceLine{} // an array, never null
+		}
+	}
+	return res
+}
+
+// refuse fails a run refused before it began (a bad input, an unknown
+// hook): its details are a RunResult with its error and no state, as every
+// failure's are.
+func (r *run) refuse(ctx wf.Context, err error) (RunResult, error) {
+	errType, msg := activities.ErrBadInput, err.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		errType, msg = appErr.Type(), appErr.Message()
+	}
+	agent := r.in.Agent
+	if agent == "" {
+		agent = DefaultAgent
+	}
+	res := RunResult{Status: StatusFailed, Agent: agent, ThreadID: r.in.ThreadID, Trace: []TraceLine{}, Error: msg}
+	// A client reading the refused run as any other finds it failed with
+	// an empty log (handlers add no events: replay-safe to add here).
+	if err := wf.SetQueryHandler(ctx, QueryState, func() (StateView, error) { return res, nil }); err != nil {
+		return RunResult{}, err
+	}
+	if err := wf.SetQueryHandler(ctx, QueryLog, func() ([]dedup.Record, error) { return []dedup.Record{}, nil }); err != nil {
+		return RunResult{}, err
+	}
+	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+}
+
+// fail ends the run with a non-retryable failure whose details hold the run
+// result, checkpoint included, so the thread keeps what this run recorded.
+// Details too large to write are left out: the next run on the thread then
+// reads this run's records from its history.
+func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
+	r.status = StatusFailed
+	// The failure keeps the type and message of the application error
+	// that caused it (a model's openai.Rejected, say), without wrapping
+	// it again: one line, one type.
+	errType, msg := activities.ErrRunFailed, cause.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(cause, &appErr) && appErr.Type() != "" {
+		errType, msg = appErr.Type(), appErr.Message()
+	}
+	r.failure = msg
+	r.showDetails(ctx)
+	if err := r.closeStream(ctx, true); err != nil {
+		return RunResult{}, err
+	}
+	res := r.view()
+	if !r.ready {
+		// The run never had its thread's state: its details hold no state
+		// (the next run must not take an empty one for the thread's).
+		if !r.v3 {
+			return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+		}
+		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+	}
+	if err := r.saveCheckpoint(ctx, &res); err != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+	}
+	if r.checkSize(ctx, "the failure's details", res) != nil {
+		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+	}
+	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+}
+
+// MinPayloadLimit is the smallest PayloadLimit a worker may set: payloads
+// up to it never need the limit, so runs that write none larger record
+// nothing about it.
+const MinPayloadLimit = 256 << 10
+
+// checkSize fails when v's JSON is over the payload limit. The limit is the
+// worker's configuration, so a payload larger than MinPayloadLimit reads it
+// through a side effect: replay takes the recorded value, whatever the
+// replaying worker is configured with.
+func (r *run) checkSize(ctx wf.Context, what string, v any) error {
+	if !r.v2 {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s does not encode: %v", what, err), activities.ErrPayloadTooLarge, nil)
+	}
+	if len(b) <= MinPayloadLimit {
+		return nil
+	}
+	limit, err := r.payloadLimit(ctx)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && len(b) > limit {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s is %s, over the %s payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
+				what, byteSize(len(b)), byteSize(limit)), activities.ErrPayloadTooLarge, nil)
+	}
+	return nil
+}
+
+// payloadLimit reads the worker's payload limit (negative: none) through a
+// side effect: replay takes the recorded value, whatever the replaying
+// worker is configured with.
+func (r *run) payloadLimit(ctx wf.Context) (int, error) {
+	if r.limit == 0 {
+		if err := wf.SideEffect(ctx, func(wf.Context) any {
+			if r.cfg.PayloadLimit == 0 {
+				return DefaultPayloadLimit
+			}
+			return r.cfg.PayloadLimit
+		}).Get(&r.limit); err != nil {
+			return 0, err
+		}
+	}
+	return r.limit, nil
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

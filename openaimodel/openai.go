@@ -1,0 +1,316 @@
+// Package openaimodel is a model for OpenAI-compatible chat-completions
+// endpoints: OpenAI, Azure OpenAI, vLLM, Ollama, LM Studio, llama.cpp.
+//
+// It runs in the model activity. Temporal owns retries: the HTTP client
+// never retries; 408, 409, 429 (honouring Retry-After), 5xx and transport
+// errors are retryable activity failures; other 4xx are non-retryable
+// (ErrRejected); a response that is not a valid completion is
+// non-retryable (ErrBadResponse). The API key is read on the worker, from
+// the environment, at each request: it never enters workflow history.
+package openaimodel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+)
+
+// Stable error types of the adapter's failures.
+const (
+	// ErrRejected: the endpoint refused the request (a 4xx other than 408,
+	// 409 and 429). Non-retryable.
+	ErrRejected = "openai.Rejected"
+	// ErrRetryable: a transient failure (408, 409, 429, 5xx, transport).
+	ErrRetryable = "openai.Unavailable"
+	// ErrBadResponse: the body is not a valid chat completion.
+	// Non-retryable.
+	ErrBadResponse = "openai.BadResponse"
+)
+
+// Options configure a Model. BaseURL and Model are required.
+type Options struct {
+	// BaseURL is the API root, e.g. https://api.openai.com/v1 or
+	// http://localhost:11434/v1 (Ollama). "/chat/completions" is appended.
+	BaseURL string
+	// Model is the model name sent with each request.
+	Model string
+	// APIKeyEnv names the environment variable holding the API key, read on
+	// the worker at each request. Zero value: OPENAI_API_KEY. An empty key
+	// sends no Authorization header (local servers need none).
+	APIKeyEnv string
+	// KeyHeader is the header that carries the key. Zero value:
+	// "Authorization", as "Bearer KEY"; any other name (Azure OpenAI's
+	// "api-key") carries the key as is.
+	KeyHeader string
+	// Timeout bounds one HTTP request. Zero value: 60 s.
+	Timeout time.Duration
+	// SystemPrompt, when set, is sent first.
+	SystemPrompt string
+	// Temperature, when set, is sent.
+	Temperature *float64
+	// HTTPClient sends the requests. Zero value: a plain client (no
+	// retries) with Timeout.
+	HTTPClient *http.Client
+}
+
+// Model is an OpenAI-compatible chat model. It implements
+// activities.Model.
+type Model struct {
+	opts     Options
+	endpoint string
+	client   *http.Client
+}
+
+// New validates opts and returns the model.
+func New(opts Options) (*Model, error) {
+	if opts.Model == "" {
+		return nil, errors.New("openai: Options.Model is required")
+	}
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", opts.BaseURL)
+	}
+	if opts.APIKeyEnv == "" {
+		opts.APIKeyEnv = "OPENAI_API_KEY"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 60 * time.Second
+	}
+	c := opts.HTTPClient
+	if c == nil {
+		c = &http.Client{Timeout: opts.Timeout}
+	}
+	return &Model{opts: opts, endpoint: strings.TrimRight(opts.BaseURL, "/") + "/chat/completions", client: c}, nil
+}
+
+// Wire format.
+type wireFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+type wireTool struct {
+	Type     string       `json:"type"`
+	Function wireFunction `json:"function"`
+}
+
+type wireCallFunction struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+type wireToolCall struct {
+	ID       string           `json:"id"`
+	Type     string           `json:"type"`
+	Function wireCallFunction `json:"function"`
+}
+
+type wireMessage struct {
+	Role       string         `json:"role"`
+	Content    *string        `json:"content"`
+	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type wireRequest struct {
+	Model         string             `json:"model"`
+	Messages      []wireMessage      `json:"messages"`
+	Tools         []wireTool         `json:"tools,omitempty"`
+	Temperature   *float64           `json:"temperature,omitempty"`
+	Stream        bool               `json:"stream,omitempty"`
+	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
+}
+
+type wireStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type wireResponse struct {
+	Choices []struct {
+		Message wireMessage `json:"message"`
+	} `json:"choices"`
+	Usage *activities.Usage `json:"usage"`
+}
+
+func str(s string) *string { return &s }
+
+// servedContent is what the model reads for a call served from the log: the
+// original result, marked as served.
+func servedContent(content string) string {
+	if json.Valid([]byte(content)) {
+		return `{"served_from_log":true,"result":` + content + `}`
+	}
+	b, _ := json.Marshal(map[string]any{"served_from_log": true, "result": content})
+	return string(b)
+}
+
+// Body builds the request body for req (exported for tests and debugging).
+func (m *Model) Body(req activities.ModelRequest) ([]byte, error) {
+	w := wireRequest{Model: m.opts.Model, Temperature: m.opts.Temperature}
+	if req.OnText != nil {
+		w.Stream, w.StreamOptions = true, &wireStreamOptions{IncludeUsage: true}
+	}
+	if m.opts.SystemPrompt != "" {
+		w.Messages = append(w.Messages, wireMessage{Role: "system", Content: str(m.opts.SystemPrompt)})
+	}
+	for _, msg := range req.Messages {
+		wm := wireMessage{Role: msg.Role, ToolCallID: msg.ToolCallID}
+		switch msg.Role {
+		case "assistant":
+			if msg.Content != "" || len(msg.ToolCalls) == 0 {
+				wm.Content = str(msg.Content)
+			}
+			for _, c := range msg.ToolCalls {
+				args, _ := json.Marshal(c.Arguments) // the text exactly as the model sent it
+				wm.ToolCalls = append(wm.ToolCalls, wireToolCall{ID: c.ID, Type: "function",
+					Function: wireCallFunction{Name: c.Name, Arguments: args}})
+			}
+		case "tool":
+			content := msg.Content
+			if msg.Served {
+				content = servedContent(content)
+			}
+			wm.Content = str(content)
+		default:
+			wm.Content = str(msg.Content)
+		}
+		w.Messages = append(w.Messages, wm)
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object"}`)
+		}
+		w.Tools = append(w.Tools, wireTool{Type: "function", Function: wireFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	return json.Marshal(w)
+}
+
+// Respond implements activities.Model.
+func (m *Model) Respond(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+	body, err := m.Body(req)
+	if err != nil {
+		return activities.ModelResponse{}, temporal.NewNonRetryableApplicationError("openai: encode request: "+err.Error(), ErrRejected, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return activities.ModelResponse{}, temporal.NewNonRetryableApplicationError("openai: "+err.Error(), ErrRejected, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if key := os.Getenv(m.opts.APIKeyEnv); key != "" {
+		if m.opts.KeyHeader == "" || strings.EqualFold(m.opts.KeyHeader, "Authorization") {
+			hreq.Header.Set("Authorization", "Bearer "+key)
+		} else {
+			hreq.Header.Set(m.opts.KeyHeader, key)
+		}
+	}
+	resp, err := m.client.Do(hreq)
+	if err != nil {
+		return activities.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: "+err.Error(), ErrRetryable, err)
+	}
+	defer resp.Body.Close()
+	if req.OnText != nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return readStream(resp.Body, req.OnText)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return activities.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: reading the response: "+err.Error(), ErrRetryable, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return activities.ModelResponse{}, statusError(resp, data)
+	}
+	return parseResponse(data)
+}
+
+func statusError(resp *http.Response, data []byte) error {
+	msg := fmt.Sprintf("openai: %s: %s", resp.Status, clip(string(bytes.TrimSpace(data)), 300))
+	switch code := resp.StatusCode; {
+	case code == http.StatusRequestTimeout || code == http.StatusConflict || code >= 500:
+		return temporal.NewApplicationError(msg, ErrRetryable)
+	case code == http.StatusTooManyRequests:
+		return temporal.NewApplicationErrorWithOptions(msg, ErrRetryable, temporal.ApplicationErrorOptions{NextRetryDelay: retryAfter(resp)})
+	default:
+		return temporal.NewNonRetryableApplicationError(msg, ErrRejected, nil)
+	}
+}
+
+// retryAfter reads Retry-After (seconds or an HTTP date); zero leaves the
+// retry policy's own backoff.
+func retryAfter(resp *http.Response) time.Duration {
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func badResponse(format string, a ...any) error {
+	return temporal.NewNonRetryableApplicationError("openai: invalid completion: "+fmt.Sprintf(format, a...), ErrBadResponse, nil)
+}
+
+func parseResponse(data []byte) (activities.ModelResponse, error) {
+	var w wireResponse
+	if err := json.Unmarshal(data, &w); err != nil {
+		return activities.ModelResponse{}, badResponse("%v: %s", err, clip(string(data), 200))
+	}
+	if len(w.Choices) == 0 {
+		return activities.ModelResponse{}, badResponse("no choices")
+	}
+	msg := w.Choices[0].Message
+	out := activities.ModelResponse{Usage: w.Usage}
+	if msg.Content != nil {
+		out.Text = *msg.Content
+	}
+	for i, c := range msg.ToolCalls {
+		if c.ID == "" || c.Function.Name == "" {
+			return activities.ModelResponse{}, badResponse("tool call %d has no id or no function name", i+1)
+		}
+		// Arguments are a JSON string holding the argument text; keep the
+		// text exactly (120.0 stays 120.0). Some servers send an object:
+		// keep its JSON text as sent. Anything else reaches the rejection
+		// rule as it is.
+		var text string
+		args := bytes.TrimSpace(c.Function.Arguments)
+		switch {
+		case len(args) == 0 || string(args) == "null":
+			text = ""
+		case args[0] == '"':
+			if err := json.Unmarshal(args, &text); err != nil {
+				return activities.ModelResponse{}, badResponse("tool call %q: arguments: %v", c.ID, err)
+			}
+		default:
+			text = string(args)
+		}
+		out.ToolCalls = append(out.ToolCalls, activities.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: text})
+	}
+	return out, nil
+}
