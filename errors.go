@@ -60,6 +60,10 @@ const (
 	StaleInterrupt ErrorKind = "tulip.StaleInterrupt"
 	// CodecKey: a payload is encrypted with a key this process lacks.
 	CodecKey ErrorKind = "tulip.CodecKey"
+	// PluginMissing: a worker ran the agent-run workflow without tulip's
+	// interceptor (registered without NewPlugin); the run fails rather
+	// than run its calls without dedup.
+	PluginMissing ErrorKind = "tulip.PluginMissing"
 	// RunFailed: the run failed for a reason with no kind of its own (a
 	// model call out of retries, say).
 	RunFailed ErrorKind = "tulip.RunFailed"

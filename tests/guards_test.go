@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
@@ -113,4 +116,36 @@ func TestModelSeesMessagesHeldByAnotherRun(t *testing.T) {
 	require.Len(t, served, 7)
 	assert.JSONEq(t, result, served[6].Content, "the served refund's result, whole")
 	assert.Equal(t, "c2", served[6].ToolCallID)
+}
+
+// A worker that registers the agent-run workflow without tulip's
+// interceptor (the internal Register, without the plugin) would run every
+// call without dedup. The run fails at once with tulip.PluginMissing,
+// before any call: billing is never asked. Control: the same scenario on a
+// worker with the plugin refunds once and serves the repeat.
+func TestPluginMissingFailsTheRun(t *testing.T) {
+	c := dial(t, server.Address())
+	bill, tb := billedToolbox(t)
+	twice := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c2", "issue_refund", refund))}}
+	opts := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"m": twice.Model()}}
+
+	tq := taskQueue(t.Name())
+	w := sdkworker.New(c, tq, sdkworker.Options{})
+	require.NoError(t, workerplugin.Register(w, opts))
+	require.NoError(t, w.Start())
+	start := time.Now()
+	_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m"})
+	w.Stop()
+	require.Error(t, err)
+	assert.True(t, tulip.Is(err, tulip.PluginMissing), "kind %q: %v", tulip.KindOf(err), err)
+	assert.Less(t, time.Since(start), 30*time.Second, "fails fast, not a task retried")
+	assert.Equal(t, 0, refundsAsked(bill), "no call ran without dedup")
+
+	tq = taskQueue(t.Name() + "-control")
+	startWorker(t, c, tq, opts)
+	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m"})
+	require.NoError(t, err)
+	require.Len(t, res.Trace, 2)
+	assert.Equal(t, agentrun.OutcomeCached, res.Trace[1].Outcome)
+	assert.Equal(t, 1, refundsAsked(bill))
 }

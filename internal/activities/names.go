@@ -96,4 +96,8 @@ const (
 	// ErrRunFailed: the run failed for a reason that has no tulip type of
 	// its own (a model activity that ran out of retries, say).
 	ErrRunFailed = "tulip.RunFailed"
+	// ErrPluginMissing: the workflow runs on a worker without tulip's
+	// interceptor (registered without the plugin), which would run its
+	// calls without dedup. Non-retryable.
+	ErrPluginMissing = "tulip.PluginMissing"
 )

@@ -7,17 +7,17 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/hooks"
-	"github.com/tulip-temporal/tulip/internal/intercept"
 )
 
 // step is one call of the current response: settled already (rejected,
-// cancelled), or executing (or served) through the interceptor.
+// cancelled), or executing (or served) through the run's call log.
 type step struct {
 	line   TraceLine
 	msg    activities.Message
-	call   *intercept.Call
+	call   *calllog.Call
 	future wf.Future
 }
 
@@ -40,11 +40,11 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 			err := st.future.Get(ctx, &out)
 			st.call.Settle(&out, err)
 			if err != nil {
-				st.line.Error = errText(intercept.ToolErrorOf(err).Message)
+				st.line.Error = errText(calllog.ToolErrorOf(err).Message)
 			} else {
 				st.line.Result, st.line.ResultIn = out.Result, out.ResultIn
 			}
-			st.msg = toolMessage(st.line.CallID, st.line.Result, st.line.Error, st.call.ServedFrom != nil)
+			st.msg = toolMessage(st.line.CallID, st.line.Result, st.line.Error, st.call.Served())
 			if st.line.ResultIn != nil {
 				// Served from a record another run holds: the message
 				// names the message whose content it is.
@@ -144,7 +144,11 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 	if post != args {
 		pre = args
 	}
-	return r.launch(ctx, tool, call, post, pre, response, !r.resumed, true), nil
+	mode := calllog.Matched
+	if r.resumed || !tool.Spec().Idempotent {
+		mode = calllog.Recorded
+	}
+	return r.launch(ctx, tool, call, post, pre, response, mode), nil
 }
 
 // beforeHooks runs the installed hooks on a call (rule 2) and returns its
@@ -165,8 +169,7 @@ func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response i
 	for _, name := range r.hooks {
 		d := r.cfg.Hooks[name](hc)
 		if d.Cancel != "" {
-			r.log.Append(dedup.Record{Tool: call.Name, Response: response, Run: r.runID, Turn: r.turn, CallID: call.ID,
-				Origin: dedup.Cancelled, Error: &dedup.ToolError{Type: dedup.ErrorTypeCancelled, Message: d.Cancel}}, args)
+			r.calls.Cancel(calllog.Call{Tool: call.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID}, d.Cancel)
 			return nil, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: json.RawMessage(args.Text()),
 				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, msg: toolMessage(call.ID, nil, errText(d.Cancel), false)}, nil
 		}
@@ -177,45 +180,37 @@ func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response i
 	return post(), nil, nil
 }
 
-// launch starts one call's execution (or, through the interceptor, serves
-// it) and returns its step, to be settled by finish. pre, when a hook
-// rewrote the call, is its arguments as the model emitted them.
-func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, match, record bool) *step {
+// launch starts one call's execution (or, through the run's call log,
+// serves it) and returns its step, to be settled by finish. pre, when a
+// hook rewrote the call, is its arguments as the model emitted them; mode
+// is how the call meets the log.
+func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode) *step {
 	spec, opts := tool.Spec(), tool.Options()
 	key := r.key(spec, args)
-	c := &intercept.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
-		Key: key, Match: match && spec.Idempotent, Record: record}
+	c := &calllog.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
+		Key: key, Mode: mode}
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
 		Toolset: spec.Toolset}
 	var f wf.Future
 	if spec.Local {
 		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			Summary: activitySummary(spec.Name, key)})
-		f = wf.ExecuteLocalActivity(intercept.WithCall(lctx, c), tool.ActivityName(), in)
+		f = wf.ExecuteLocalActivity(r.calls.Mark(lctx, c), tool.ActivityName(), in)
 	} else {
 		actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
-		f = wf.ExecuteActivity(intercept.WithCall(actx, c), tool.ActivityName(), in)
+		f = wf.ExecuteActivity(r.calls.Mark(actx, c), tool.ActivityName(), in)
 	}
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
-	if c.ServedFrom != nil {
+	if c.Served() {
 		seq := c.ServedFrom.Seq
 		line.Outcome, line.ServedFrom, line.Relation, line.Key = OutcomeCached, &seq, c.Relation, c.ServedFrom.Key
 	} else {
 		r.executions++
 		if r.v3 {
 			// Why did it run again? Only now, on a miss of a tool with
-			// records: the log alone decides it, so replay agrees.
-			before := r.log.Len()
-			if c.Recorded != nil {
-				before = c.Recorded.Seq
-			}
-			if nm := r.log.NearestMiss(spec.Name, args, pre, response, before, spec.Idempotent, match); nm != nil {
-				line.NearMiss = nm
-				if c.Recorded != nil {
-					c.Recorded.NearMiss = nm
-				}
-			}
+			// records.
+			line.NearMiss = c.Explain(pre, spec.Idempotent, mode != calllog.Unrecorded && !r.resumed)
 		}
 	}
 	return &step{line: line, call: c, future: f}

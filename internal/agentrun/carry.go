@@ -169,10 +169,8 @@ func (r *run) restore(c *Carry, raw [][]byte) error {
 	if err != nil {
 		return bad(err.Error())
 	}
+	r.calls.Load(l)
 	r.log = l
-	if r.state != nil {
-		r.state.SetLog(l)
-	}
 	r.loaded = &activities.Checkpoint{Agents: agents}
 	r.messages, r.digest = msgs, c.Digest
 	r.hooks = nil

@@ -10,8 +10,8 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/dedup"
-	"github.com/tulip-temporal/tulip/internal/intercept"
 )
 
 // State by reference. Every message, argument and result enters the history
@@ -68,12 +68,12 @@ func (r *run) convLen() int { return r.base + len(r.messages) }
 // this agent's log, and the conversation, by reference or in full.
 func (r *run) adopt(cp *activities.Checkpoint) error {
 	r.loaded = cp
-	if snap, ok := cp.Agents[r.in.Agent]; ok && r.state != nil {
+	if snap, ok := cp.Agents[r.in.Agent]; ok && r.dedup {
 		l, err := dedup.Restore(snap)
 		if err != nil {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), activities.ErrCheckpoint, nil)
 		}
-		r.state.SetLog(l)
+		r.calls.Load(l)
 		r.log = l
 	}
 	r.messages, r.digest, r.base, r.baseDigest, r.parts = nil, "", 0, "", nil
@@ -334,10 +334,10 @@ func (r *run) continueByRef(ctx wf.Context) error {
 // Bounds of what a turn adds to the state a run carries (refs.go): a
 // thin record and a thin trace line per call, each with at most
 // InlineLimit of content and a recorded error of at most
-// intercept.MaxErrorMessage bytes.
+// calllog.MaxErrorMessage bytes.
 const (
 	turnHeadroom = 64 << 10
-	perCall      = 2*(400+InlineLimit) + 2*(intercept.MaxErrorMessage+256)
+	perCall      = 2*(400+InlineLimit) + 2*(calllog.MaxErrorMessage+256)
 )
 
 // checkBudget fails the run, before a model turn (calls 0) or before the

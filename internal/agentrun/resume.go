@@ -11,6 +11,7 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -253,7 +254,7 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 			continue
 		}
 		// A dangling call runs without matching and is never recorded.
-		st := r.launch(ctx, tool, call, args, nil, r.log.Response(), false, false)
+		st := r.launch(ctx, tool, call, args, nil, r.log.Response(), calllog.Unrecorded)
 		st.line.Outcome = OutcomeDangling
 		steps = r.enqueue(ctx, steps, st)
 	}
@@ -287,7 +288,7 @@ func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool
 	if args != model {
 		pre = model
 	}
-	st := r.launch(ctx, tool, call, args, pre, response, false, false)
+	st := r.launch(ctx, tool, call, args, pre, response, calllog.Unrecorded)
 	st.line.Outcome = OutcomeDangling
 	return st
 }

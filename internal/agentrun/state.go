@@ -86,12 +86,12 @@ func (r *run) loadThread(ctx wf.Context) error {
 // carry it, the conversation (runs before state went by reference).
 func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
 	r.loaded = cp
-	if snap, ok := cp.Agents[r.in.Agent]; ok && r.state != nil {
+	if snap, ok := cp.Agents[r.in.Agent]; ok && r.dedup {
 		l, err := dedup.Restore(snap)
 		if err != nil {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), activities.ErrCheckpoint, nil)
 		}
-		r.state.SetLog(l)
+		r.calls.Load(l)
 		r.log = l
 	}
 	if r.v2 {

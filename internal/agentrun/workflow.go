@@ -10,6 +10,7 @@ import (
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/hooks"
 	"github.com/tulip-temporal/tulip/internal/intercept"
@@ -121,9 +122,10 @@ type run struct {
 	// known.
 	metricAgent string
 
-	state      *intercept.State // nil without the dedup interceptor
-	stream     *streams.Stream  // the run's stream (stream.go), or nil
-	log        *dedup.Log       // the state's log, or a private one
+	calls      *calllog.Log    // the execution log's one writer
+	dedup      bool            // the interceptor routes calls through calls (else: a run recorded without it, replaying)
+	stream     *streams.Stream // the run's stream (stream.go), or nil
+	log        *dedup.Log      // calls.Records(), to read: only calls writes it
 	loaded     *activities.Checkpoint
 	hooks      []string
 	messages   []activities.Message // the messages this run holds: the conversation from message base on
@@ -200,11 +202,16 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 		return r.refuse(ctx, err)
 	}
 	r.status = StatusRunning
-	r.state = intercept.StateFrom(ctx)
-	if r.state != nil {
-		r.log = r.state.Log()
-	} else {
-		r.log = dedup.NewLog()
+	r.calls = calllog.New()
+	r.log = r.calls.Records()
+	if r.dedup = intercept.Installed(ctx); !r.dedup {
+		// Without the interceptor no call would be matched or recorded:
+		// the run fails instead of running without dedup. (Runs recorded
+		// without it before this check replay as they ran.)
+		if wf.GetVersion(ctx, "tulip-plugin-required", wf.DefaultVersion, 1) == 1 {
+			return r.refuse(ctx, temporal.NewNonRetryableApplicationError(
+				"this worker runs tulip.AgentRun without tulip's interceptor: give it tulip.NewPlugin", activities.ErrPluginMissing, nil))
+		}
 	}
 	if err := r.registerHandlers(ctx); err != nil {
 		return RunResult{}, err

@@ -23,7 +23,7 @@ import (
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/activities"
-	"github.com/tulip-temporal/tulip/internal/intercept"
+	"github.com/tulip-temporal/tulip/internal/calllog"
 )
 
 // ReplayOptions configure ReplayHistories. The zero value replays with a
@@ -220,7 +220,7 @@ type recOutbound struct {
 
 func (o *recOutbound) ExecuteActivity(ctx sdkworkflow.Context, activityType string, args ...any) sdkworkflow.Future {
 	f := o.Next.ExecuteActivity(ctx, activityType, args...)
-	if c := intercept.CallOf(ctx); c != nil {
+	if c := calllog.CallOf(ctx); c != nil {
 		rc := call{activity: activityType, callID: c.CallID, servedFrom: -1}
 		if c.ServedFrom != nil {
 			rc.served, rc.servedFrom = true, c.ServedFrom.Seq
