@@ -7,9 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/demo/pager"
 	"github.com/tulip-temporal/tulip/internal/hooks"
@@ -196,8 +198,19 @@ func NewToolbox() *Toolbox {
 // Hooks returns the demo hooks by name.
 func Hooks() map[string]hooks.Hook {
 	return map[string]hooks.Hook{
-		"upper_order_id":       hooks.UpperOrderID,
+		"upper_order_id":       UpperOrderID,
 		"block_page_oncall":    hooks.Block("page_oncall", "paging is disabled"),
 		"approve_isolate_host": hooks.Approve("isolate_host", "isolating a host needs human approval"),
 	}
+}
+
+// UpperOrderID upper-cases a string order_id argument: the demo's
+// normalising hook.
+func UpperOrderID(c *hooks.Call) hooks.Decision {
+	if v := c.Arg("order_id"); v != nil && v.Kind() == dedup.String {
+		if up := strings.ToUpper(v.Str()); up != v.Str() {
+			c.SetArg("order_id", dedup.StringValue(up))
+		}
+	}
+	return hooks.Decision{}
 }

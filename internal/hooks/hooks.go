@@ -7,11 +7,7 @@
 // clock, no randomness, no map iteration that affects the outcome.
 package hooks
 
-import (
-	"strings"
-
-	"github.com/tulip-temporal/tulip/internal/dedup"
-)
+import "github.com/tulip-temporal/tulip/internal/dedup"
 
 // Call is the tool call a hook sees.
 type Call struct {
@@ -58,16 +54,6 @@ type Decision struct {
 
 // Hook is a before-tool-call hook.
 type Hook func(c *Call) Decision
-
-// UpperOrderID upper-cases a string order_id argument (a normalising hook).
-func UpperOrderID(c *Call) Decision {
-	if v := c.Arg("order_id"); v != nil && v.Kind() == dedup.String {
-		if up := strings.ToUpper(v.Str()); up != v.Str() {
-			c.SetArg("order_id", dedup.StringValue(up))
-		}
-	}
-	return Decision{}
-}
 
 // Block returns a hook that cancels every call of tool with message.
 func Block(tool, message string) Hook {
