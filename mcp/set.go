@@ -71,18 +71,18 @@ func Open(ctx context.Context, servers []Server, opts ...OpenOptions) (*Set, err
 			return fail(err)
 		}
 	}
-	owner := map[string]string{} // tool name -> server ("" for a Go tool)
-	for _, g := range o.GoTools {
-		owner[g] = ""
+	tools, err := activities.NewToolNames(o.GoTools...)
+	if err != nil {
+		return fail(err)
 	}
 	for i, t := range set.sets {
 		listed := map[string]bool{}
 		for _, info := range lists[i] {
 			listed[info.MCPName] = true
-			if first, ok := owner[info.Spec.Name]; ok {
-				return fail(&ClashError{Tool: info.Spec.Name, First: first, Second: t.srv.Name})
+			var clash *activities.ClashError
+			if err := tools.Add(info.Spec.Name, t.srv.Name); errors.As(err, &clash) {
+				return fail(&ClashError{Tool: clash.Tool, First: clash.First, Second: clash.Second})
 			}
-			owner[info.Spec.Name] = t.srv.Name
 		}
 		for _, l := range []struct {
 			name  string

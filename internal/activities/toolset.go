@@ -58,9 +58,9 @@ type Toolsets struct {
 func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	owner := map[string]string{}
-	for _, n := range t.GoTools {
-		owner[n] = "the worker's Go tools"
+	names, err := NewToolNames(t.GoTools...)
+	if err != nil {
+		return nil, err.(*ClashError).Failure()
 	}
 	var out []ToolSpec
 	for _, ts := range t.Sets {
@@ -69,15 +69,9 @@ func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 			return nil, err
 		}
 		for _, s := range specs {
-			if o, ok := owner[s.Name]; ok {
-				return nil, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("tool %q is offered by %s and by toolset %q: give one of them a prefix", s.Name, o, ts.Name()), ErrToolClash, nil)
+			if err := names.Add(s.Name, ts.Name()); err != nil {
+				return nil, err.(*ClashError).Failure()
 			}
-			if !toolName.MatchString(s.Name) {
-				return nil, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("toolset %q offers a tool named %q: names are 1-64 letters, digits, '_' or '-'", ts.Name(), s.Name), ErrToolClash, nil)
-			}
-			owner[s.Name] = fmt.Sprintf("toolset %q", ts.Name())
 			s.Toolset = ts.Name()
 			out = append(out, s)
 		}

@@ -79,14 +79,16 @@ func New(cfg Config) (Func, error) {
 	cfg.emitted = newEmitted()
 	cfg.agents = newAgentTags(cfg.MetricAgents)
 	tools := make(map[string]*activities.Tool, len(cfg.Tools))
+	names := make([]string, 0, len(cfg.Tools))
 	for _, t := range cfg.Tools {
 		if t == nil {
 			return nil, errors.New("tulip: nil tool")
 		}
-		if _, dup := tools[t.Spec().Name]; dup {
-			return nil, fmt.Errorf("tulip: tool %q declared twice", t.Spec().Name)
-		}
 		tools[t.Spec().Name] = t
+		names = append(names, t.Spec().Name)
+	}
+	if _, err := activities.NewToolNames(names...); err != nil {
+		return nil, fmt.Errorf("tulip: %w", err)
 	}
 	return func(ctx wf.Context, in *json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error) {
 		var raw json.RawMessage
