@@ -24,7 +24,7 @@ type step struct {
 // enqueue settles st at once when calls run one after another, and keeps
 // it for finish when they run at once.
 func (r *run) enqueue(ctx wf.Context, steps []*step, st *step) []*step {
-	if r.parallel {
+	if r.parallelCalls {
 		return append(steps, st)
 	}
 	r.finish(ctx, []*step{st})
@@ -207,7 +207,7 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		line.Outcome, line.ServedFrom, line.Relation, line.Key = OutcomeCached, &seq, c.Relation, c.ServedFrom.Key
 	} else {
 		r.executions++
-		if r.v3 {
+		if r.stateByRef {
 			// Why did it run again? Only now, on a miss of a tool with
 			// records.
 			line.NearMiss = c.Explain(pre, spec.Idempotent, mode != calllog.Unrecorded && !r.resumed)

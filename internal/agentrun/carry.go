@@ -29,7 +29,7 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 	if err := wf.Await(ctx, func() bool { return wf.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
-	if r.v3 {
+	if r.stateByRef {
 		return r.continueByRef(ctx)
 	}
 	refs := newConvRefs(r.messages)

@@ -17,7 +17,7 @@ const detailsRows = 20
 // details pass through the client's data converter (and codec) like any
 // payload.
 func (r *run) showDetails(ctx wf.Context) {
-	if !r.v3 {
+	if !r.stateByRef {
 		return
 	}
 	wf.SetCurrentDetails(ctx, r.details())

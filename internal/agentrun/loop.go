@@ -29,7 +29,7 @@ func (r *run) loop(ctx wf.Context) error {
 		ScheduleToCloseTimeout: RetryWindow,
 	})
 	// Runs recorded before calls ran at once replay sequentially.
-	r.parallel = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls
+	r.parallelCalls = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls
 	for {
 		if r.turn >= r.in.MaxTurns {
 			return temporal.NewNonRetryableApplicationError(
@@ -58,7 +58,7 @@ func (r *run) loop(ctx wf.Context) error {
 		}
 		response := r.log.BeginResponse()
 		r.addMessage(activities.AssistantMessage(resp))
-		if r.v2 {
+		if r.carriesThread {
 			// The model activity knows its own answer: the next call's
 			// cursor starts after it.
 			r.sent = activities.Cursor{Count: r.convLen(), Digest: r.digest}
@@ -93,7 +93,7 @@ func (r *run) loop(ctx wf.Context) error {
 func (r *run) modelInput() activities.ModelInput {
 	in := activities.ModelInput{Model: r.in.Model, Agent: r.in.Agent, Thread: r.in.ThreadID, Turn: r.turn,
 		Phase: r.phase, PhaseTurn: r.phaseTurn, TextStream: r.textStream()}
-	if !r.v2 {
+	if !r.carriesThread {
 		in.Messages = r.messages
 		for _, t := range r.cfg.Tools {
 			in.Tools = append(in.Tools, t.Spec())
@@ -114,7 +114,7 @@ func (r *run) modelInput() activities.ModelInput {
 // addMessage appends to the conversation and extends its digest.
 func (r *run) addMessage(m activities.Message) {
 	r.messages = append(r.messages, m)
-	if r.v2 {
+	if r.carriesThread {
 		r.digest = activities.ExtendDigest(r.digest, m)
 	}
 }

@@ -220,7 +220,7 @@ func (e *emitted) first(key string) bool {
 // once reports whether the emission named key (unique within the run)
 // goes out now: not during replay, and not twice from this worker.
 func (r *run) once(ctx wf.Context, key string) bool {
-	if !r.v2 || wf.IsReplaying(ctx) {
+	if !r.carriesThread || wf.IsReplaying(ctx) {
 		return false
 	}
 	if r.cfg.emitted == nil {

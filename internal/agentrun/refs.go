@@ -60,10 +60,6 @@ func (r *run) traceFor(thin bool) (parts []activities.Part, lines []TraceLine) {
 	return parts, nil
 }
 
-// convLen is the conversation's length: the messages other runs hold, then
-// the ones this run holds.
-func (r *run) convLen() int { return r.base + len(r.messages) }
-
 // adopt takes a thread state (loaded, or carried across continue-as-new):
 // this agent's log, and the conversation, by reference or in full.
 func (r *run) adopt(cp *activities.Checkpoint) error {
@@ -345,7 +341,7 @@ const (
 // continue-as-new input, a failure's details) could grow past the payload
 // limit: never after side effects that could then not be recorded.
 func (r *run) checkBudget(ctx wf.Context, calls int) error {
-	if !r.v3 {
+	if !r.stateByRef {
 		return nil
 	}
 	size := r.stateEstimate() + turnHeadroom + calls*perCall

@@ -237,7 +237,7 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 		if !resume.PerformDangling {
 			msg := "not performed: " + resume.Answer
 			var args json.RawMessage
-			if r.v3 { // the dropped line names what was not done, as its held line did
+			if r.stateByRef { // the dropped line names what was not done, as its held line did
 				args = heldArgs[i]
 			}
 			steps = r.enqueue(ctx, steps, &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeDropped, Error: errText(msg)},

@@ -22,7 +22,7 @@ func (r *run) loadCheckpoint(ctx wf.Context) error {
 	if r.in.ThreadID == "" {
 		return nil
 	}
-	if !r.v2 && r.in.PreviousRunID == "" && !r.cfg.CustomCheckpointer {
+	if !r.carriesThread && r.in.PreviousRunID == "" && !r.cfg.CustomCheckpointer {
 		return nil // as recorded before runs found their thread themselves
 	}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
@@ -94,7 +94,7 @@ func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
 		r.calls.Load(l)
 		r.log = l
 	}
-	if r.v2 {
+	if r.carriesThread {
 		r.messages = nil
 		r.digest = ""
 		for _, m := range cp.Messages {
@@ -122,7 +122,7 @@ func (r *run) checkpoint(settledOnly bool) (*activities.Checkpoint, error) {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrCheckpoint, nil)
 	}
 	cp.Agents[r.in.Agent] = snap
-	if r.v2 {
+	if r.carriesThread {
 		cp.Messages = closeConversation(r.messages)
 	}
 	return cp, nil
@@ -164,7 +164,7 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 	if r.in.ThreadID == "" {
 		return nil
 	}
-	if r.v3 {
+	if r.stateByRef {
 		return r.saveThread(ctx, res)
 	}
 	cp, err := r.checkpoint(false)
@@ -221,7 +221,7 @@ func (r *run) threadState() (*activities.Checkpoint, error) {
 	if !r.ready {
 		return &activities.Checkpoint{}, nil
 	}
-	if r.v3 {
+	if r.stateByRef {
 		return r.handover(true)
 	}
 	return r.checkpoint(true)
@@ -245,7 +245,7 @@ func (r *run) conversationPage(rng activities.ConversationRange) (activities.Con
 // shouldContinueAsNew: between responses, when Temporal suggests it or the
 // run passed its own bounds (turns, history bytes).
 func (r *run) shouldContinueAsNew(ctx wf.Context) bool {
-	if !r.v2 || r.runTurns == 0 {
+	if !r.carriesThread || r.runTurns == 0 {
 		return false
 	}
 	info := wf.GetInfo(ctx)

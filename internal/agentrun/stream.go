@@ -81,7 +81,7 @@ type CallNearMiss struct {
 // openStream registers the run's stream (its handlers), holding what the
 // run it continues handed over.
 func (r *run) openStream(ctx wf.Context) error {
-	if !r.v3 || (r.in.Stream != nil && r.in.Stream.Off) {
+	if !r.stateByRef || (r.in.Stream != nil && r.in.Stream.Off) {
 		return nil
 	}
 	var prior *streams.State

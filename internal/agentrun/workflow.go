@@ -95,7 +95,7 @@ func New(cfg Config) (Func, error) {
 		if in != nil {
 			raw, *in = *in, nil
 		}
-		r := &run{cfg: &cfg, tools: tools, answered: map[string]bool{}}
+		r := &run{cfg: &cfg, tools: tools, interruptState: interruptState{answered: map[string]bool{}}}
 		// Registered first: a run refused before it had its thread's state
 		// answers that it left none (the next run's loader asks).
 		if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
@@ -115,7 +115,8 @@ func New(cfg Config) (Func, error) {
 	}, nil
 }
 
-// run is one workflow run of an agent run: the state the loop works on.
+// run is one workflow run of an agent run: its components, each with its
+// own file, and the loop's own state (loop.go).
 type run struct {
 	cfg   *Config
 	tools map[string]*activities.Tool
@@ -124,21 +125,97 @@ type run struct {
 	// known.
 	metricAgent string
 
-	calls      *calllog.Log    // the execution log's one writer
-	dedup      bool            // the interceptor routes calls through calls (else: a run recorded without it, replaying)
-	stream     *streams.Stream // the run's stream (stream.go), or nil
-	log        *dedup.Log      // calls.Records(), to read: only calls writes it
-	loaded     *activities.Checkpoint
-	hooks      []string
+	features       // the version gates the run took at its start
+	callState      // the execution log (its one writer) and the keys
+	conversation   // the messages (refs.go, loop.go)
+	traceState     // the trace lines (calls.go, details.go)
+	interruptState // holds, resumes, dangling calls (resume.go)
+	carried        // continue-as-new and the state handed on (carry.go)
+	streamState    // the live stream (stream.go)
+
+	hooks    []string
+	toolsets []activities.ToolSpec // the toolsets' tools this run read
+	save     bool                  // the run saves its thread state through a custom Checkpointer
+	status   string
+	turn     int
+	runTurns int // turns in this workflow run
+	answer   string
+	failure  string
+	limit    int  // the payload limit, once read (see checkSize)
+	ready    bool // the thread's state (or the carried state) is loaded
+
+	namespace, scope, runID string
+}
+
+// features are the version gates a run takes at its start: what the code
+// that recorded its history did, so that replay does the same. (Gates a
+// run takes where the change happens, tulip-held-args, tulip-key-counter,
+// tulip-interrupt-memo and tulip-stream-publishers, stay there: a marker's
+// place in history is part of it.)
+type features struct {
+	carriesThread bool // tulip-thread-state: threads carry their conversation, runs continue as new
+	stateByRef    bool // tulip-state-by-ref: state handed on by reference (refs.go)
+	parallelCalls bool // tulip-parallel-calls: the calls of a response run at once
+}
+
+// callState is the run's execution log and what its keys count.
+type callState struct {
+	calls      *calllog.Log // the execution log's one writer
+	log        *dedup.Log   // calls.Records(), to read: only calls writes it
+	dedup      bool         // the interceptor routes calls through calls (else: a run recorded without it, replaying)
+	executions int          // executions started (for non-idempotent keys)
+	baseLen    int          // log length after the thread's state loaded
+}
+
+// conversation is the thread's conversation as the run holds it: its own
+// messages in full, the earlier ones by reference.
+type conversation struct {
 	messages   []activities.Message // the messages this run holds: the conversation from message base on
 	base       int                  // the messages other runs hold (parts), which come first
 	parts      []activities.Part    // which runs hold messages [0, base)
 	sent       activities.Cursor    // the conversation the last model call saw
-	segs       [][]byte             // the carried segments (JSON), passed on as they came
-	bounds     []segBound           // where each carried segment ends
 	digest     string               // the digest of the whole conversation
 	baseDigest string               // the digest of messages [0, base)
+}
 
+// convLen is the conversation's length: the messages other runs hold, then
+// the ones this run holds.
+func (c *conversation) convLen() int { return c.base + len(c.messages) }
+
+// traceState is the run's trace: its own lines in full, earlier ones by
+// reference.
+type traceState struct {
+	trace      []TraceLine       // the lines this run holds: the trace from line traceBase on
+	traceMsg   []int             // each trace line's tool message, or -1
+	traceBase  int               // the lines earlier runs of the chain hold
+	traceParts []activities.Part // which runs hold lines [0, traceBase)
+	summarized map[Outcome]int   // those lines' calls by outcome
+}
+
+// interruptState is the run's interrupts: the open one, those answered,
+// and the resume waiting to be taken.
+type interruptState struct {
+	interrupt  *Interrupt
+	answered   map[string]bool
+	pending    *ResumeInput
+	interrupts int
+	resumed    bool // a resume continued the run: calls execute without matching
+	phase      int  // resumes so far
+	phaseTurn  int  // the turn within the phase
+}
+
+// carried is what the run took from its predecessor (continue-as-new) or
+// its thread.
+type carried struct {
+	loaded    *activities.Checkpoint
+	segs      [][]byte   // the carried segments (JSON), passed on as they came
+	bounds    []segBound // where each carried segment ends
+	continued int        // continue-as-new steps so far
+}
+
+// streamState is the run's live stream.
+type streamState struct {
+	stream *streams.Stream // the run's stream (stream.go), or nil
 	// refusing says whether the stream refuses batches from outside the
 	// run (1), takes every batch as runs before did (-1), or does not
 	// know yet (0; stream.go). streamToken is the publisher token of the
@@ -148,36 +225,6 @@ type run struct {
 	refusing    int8
 	streamToken string
 	textPieces  map[[2]int]int
-
-	toolsets   []activities.ToolSpec // the toolsets' tools this run read
-	v2         bool                  // thread state, conversation, continue-as-new
-	v3         bool                  // state by reference (refs.go)
-	save       bool                  // the run saves its thread state through a custom Checkpointer
-	parallel   bool                  // the calls of a response run at once
-	status     string
-	turn       int
-	runTurns   int // turns in this workflow run
-	phase      int
-	phaseTurn  int
-	resumed    bool
-	trace      []TraceLine       // the lines this run holds: the trace from line traceBase on
-	traceMsg   []int             // each trace line's tool message, or -1
-	traceBase  int               // the lines earlier runs of the chain hold
-	traceParts []activities.Part // which runs hold lines [0, traceBase)
-	summarized map[Outcome]int   // those lines' calls by outcome
-	answer     string
-	failure    string
-	interrupt  *Interrupt
-	answered   map[string]bool
-	pending    *ResumeInput
-	interrupts int
-	executions int  // executions started (for non-idempotent keys)
-	baseLen    int  // log length after the thread's state loaded
-	continued  int  // continue-as-new steps so far
-	limit      int  // the payload limit, once read (see checkSize)
-	ready      bool // the thread's state (or the carried state) is loaded
-
-	namespace, scope, runID string
 }
 
 func badInput(msg string) error {
@@ -220,17 +267,17 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	}
 	// Runs recorded before threads carried their conversation (and before
 	// a run found its thread's runs itself) replay as they ran.
-	r.v2 = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
+	r.carriesThread = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
 	// Runs recorded before state went by reference carry and leave it in
 	// full (carry.go, state.go).
-	r.v3 = r.v2 && wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 1) == 1
+	r.stateByRef = r.carriesThread && wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 1) == 1
 	if err := r.openStream(ctx); err != nil {
 		return RunResult{}, err
 	}
 	if err := r.start(ctx); err != nil {
 		return r.fail(ctx, err) // not ready: fails with no state, which would be empty
 	}
-	if r.v3 {
+	if r.stateByRef {
 		// Restored: what the predecessor carried is in the run's own
 		// structures now, and the decoded carry would only hold memory
 		// for as long as the run stays in a worker's cache.
@@ -269,7 +316,7 @@ func (r *run) start(ctx wf.Context) error {
 	}
 	load := r.loadCheckpoint
 	var listing wf.Future
-	if r.v3 {
+	if r.stateByRef {
 		load = r.loadThread
 		listing = r.listToolsets(ctx)
 	}
@@ -297,7 +344,7 @@ func (r *run) view() RunResult {
 		Turns: r.turn, Trace: r.trace, Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued,
 		TraceFrom: r.traceBase, TraceParts: r.traceParts,
 	}
-	if r.v3 {
+	if r.stateByRef {
 		res.Summary = r.summary()
 		if jsonSize(res.Trace) > InlineStateLimit {
 			r.traceByRef(&res)
@@ -357,7 +404,7 @@ func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
 	if !r.ready {
 		// The run never had its thread's state: its details hold no state
 		// (the next run must not take an empty one for the thread's).
-		if !r.v3 {
+		if !r.stateByRef {
 			return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
 		}
 		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
@@ -381,7 +428,7 @@ const MinPayloadLimit = 256 << 10
 // through a side effect: replay takes the recorded value, whatever the
 // replaying worker is configured with.
 func (r *run) checkSize(ctx wf.Context, what string, v any) error {
-	if !r.v2 {
+	if !r.carriesThread {
 		return nil
 	}
 	b, err := json.Marshal(v)
