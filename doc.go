@@ -16,7 +16,7 @@
 //	w := worker.New(c, "tulip", worker.Options{Plugins: []worker.Plugin{plugin}})
 //
 // A client starts runs with package agent, and MCP servers become toolsets
-// with the module github.com/tulip-temporal/tulip/mcptoolset. The contract
+// with the module github.com/tulip-temporal/tulip/mcp. The contract
 // (what matches, what is served, what a hook may do) is in docs/rules.md;
 // the wire names (workflow type tulip.AgentRun, activities tulip.tool.NAME,
 // queries, updates and error types) in docs/protocol.md.

@@ -74,9 +74,11 @@ func ExampleHook() {
 		}
 		return tulip.Verdict{}
 	}
-	_, err := tulip.NewPlugin(tulip.Options{Hooks: map[string]tulip.Hook{"upper_order_id": upper}})
-	fmt.Println(err)
-	// Output: <nil>
+	args, _ := tulip.ParseValue(`{"order_id": "ord-1", "amount": 120.0}`)
+	call := tulip.NewCall("c1", "issue_refund", args)
+	fmt.Println(upper(call) == tulip.Verdict{}, call.Changed(), call.Args().JSON())
+	// Then: tulip.Options{Hooks: map[string]tulip.Hook{"upper_order_id": upper}}
+	// Output: true true {"order_id":"ORD-1","amount":120.0}
 }
 
 func toUpper(s string) string {

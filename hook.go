@@ -55,3 +55,8 @@ func Block(tool, message string) Hook { return hooks.Block(tool, message) }
 // Approve returns a hook that interrupts the run before every call of
 // tool, for a person's approval.
 func Approve(tool, reason string) Hook { return hooks.Approve(tool, reason) }
+
+// NewCall makes the call a hook sees, to unit-test a hook without a
+// worker: the hook reads and rewrites args through it (args itself is
+// never changed).
+func NewCall(id, tool string, args Value) *Call { return hooks.NewCall(id, tool, &args) }

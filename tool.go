@@ -8,7 +8,7 @@ import (
 )
 
 // Toolset is a set of tools: a Go tool made with NewTool (a set of one), an
-// MCP server (module github.com/tulip-temporal/tulip/mcptoolset), or your
+// MCP server (module github.com/tulip-temporal/tulip/mcp), or your
 // own. Options.Tools takes any mix; a tool name must be unique across all
 // of them (NewPlugin refuses a clash, and a run refuses one it lists).
 //
@@ -72,3 +72,8 @@ func SetIdempotencyKeyHeader(ctx context.Context, req *http.Request) error {
 func ToolError(message, errType string, nonRetryable bool) error {
 	return activities.ToolError(message, errType, nonRetryable)
 }
+
+// CallInfo returns the tool call running in ctx (its id, tool, argument
+// text, downstream key, agent and thread), for a Go tool's body; false
+// outside a tool call.
+func CallInfo(ctx context.Context) (ToolInput, bool) { return activities.CallInfo(ctx) }
