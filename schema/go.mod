@@ -5,7 +5,6 @@ go 1.26.8
 replace github.com/tulip-temporal/tulip => ../
 
 require (
-	github.com/google/jsonschema-go v0.4.3
 	github.com/stretchr/testify v1.12.1
 	github.com/tulip-temporal/tulip v0.0.0-00010101000000-000000000000
 )

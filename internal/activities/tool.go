@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"regexp"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/internal/toolschema"
 )
 
 // ToolSpec describes a tool to the model and to the dedup runtime.
@@ -19,8 +22,10 @@ type ToolSpec struct {
 	Name string `json:"name"`
 	// Description tells the model what the tool does.
 	Description string `json:"description,omitempty"`
-	// Parameters is the JSON schema of the arguments object. Zero value:
-	// any object.
+	// Parameters is the JSON schema of the arguments object. NewTool
+	// infers it from the body's argument type when it is empty, and checks
+	// it against that type when it is given (see NewTool). Zero value in a
+	// spec that reaches the model (ToolFromSpec): any object.
 	Parameters json.RawMessage `json:"parameters,omitempty"`
 	// Idempotent: an identical later call in the run is served from the
 	// execution log and the body does not run again.
@@ -135,6 +140,24 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // text is decoded into T with encoding/json; a decode failure is the body's
 // error (non-retryable, type ErrArgumentDecode). The body's result is
 // encoded as JSON. The body reads its downstream key with IdempotencyKey.
+//
+// The schema the model is shown, spec.Parameters, comes from T when the
+// spec has none: a struct is an object whose properties are its fields as
+// encoding/json names them (the json tag; omitempty or omitzero makes one
+// optional; embedded structs' fields are promoted), with a field's
+// jsonschema tag as its description; a pointer field also takes null;
+// maps are objects, slices and arrays arrays, time.Time a date-time
+// string, and any or json.RawMessage any value (and, as T itself, any
+// object). A T that is not read from a JSON object, a field JSON cannot
+// hold (a channel, a function) and a recursive type have no schema: write
+// spec.Parameters by hand (or tag the field json:"-").
+//
+// A hand-written spec.Parameters is checked against T: a property T has no
+// field for, a field it does not name, a required name T has no field
+// for, or a "type" or "enum" its field cannot hold fails the declaration
+// with a *ToolSchemaError naming the tool and each property (nested
+// objects are checked when the schema lists their properties; a T of any,
+// json.RawMessage or a map takes any object).
 func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...ToolOptions) (*Tool, error) {
 	if !toolName.MatchString(spec.Name) {
 		return nil, fmt.Errorf("tulip: tool name %q must be 1-64 letters, digits, '_' or '-'", spec.Name)
@@ -144,6 +167,15 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 	}
 	if len(spec.Parameters) > 0 && !json.Valid(spec.Parameters) {
 		return nil, fmt.Errorf("tulip: tool %q: parameters are not valid JSON", spec.Name)
+	}
+	if len(spec.Parameters) == 0 {
+		p, err := toolschema.Infer(reflect.TypeFor[T]())
+		if err != nil {
+			return nil, &ToolSchemaError{Tool: spec.Name, Err: err}
+		}
+		spec.Parameters = p
+	} else if err := toolschema.Check(spec.Parameters, reflect.TypeFor[T]()); err != nil {
+		return nil, &ToolSchemaError{Tool: spec.Name, Err: err}
 	}
 	if len(opts) > 1 {
 		return nil, fmt.Errorf("tulip: tool %q: at most one ToolOptions", spec.Name)
@@ -183,6 +215,18 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 	}
 	return t, nil
 }
+
+// ToolSchemaError says why NewTool cannot give a tool its Parameters: no
+// schema can be inferred from its argument type, or the hand-written one
+// disagrees with it. Err says where, property by property.
+type ToolSchemaError struct {
+	Tool string
+	Err  error
+}
+
+func (e *ToolSchemaError) Error() string { return fmt.Sprintf("tulip: tool %q: %v", e.Tool, e.Err) }
+
+func (e *ToolSchemaError) Unwrap() error { return e.Err }
 
 // LimitResult wraps a tool activity function: a result over limit bytes
 // (the worker's payload limit; zero or negative: none) fails the call with
