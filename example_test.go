@@ -53,6 +53,7 @@ func ExampleNewPlugin() {
 	}
 	fmt.Println(plugin.Name())
 	// Then: worker.New(c, "tulip", worker.Options{Plugins: []worker.Plugin{plugin}})
+
 	// Output: tulip
 }
 
@@ -80,6 +81,7 @@ func ExampleHook() {
 	call := tulip.NewCall("c1", "issue_refund", args)
 	fmt.Println(upper(call) == tulip.Verdict{}, call.Changed(), call.Args().JSON())
 	// Then: tulip.Options{Hooks: map[string]tulip.Hook{"upper_order_id": upper}}
+
 	// Output: true true {"order_id":"ORD-1","amount":120.0}
 }
 

@@ -36,5 +36,6 @@ func ExampleNew() {
 		fmt.Println(c.ID, c.Name, c.Arguments)
 	}
 	// Then: tulip.Options{Models: map[string]tulip.Model{"gpt": model}}
+
 	// Output: call_1 issue_refund {"order_id": "ord-4821", "amount": 120.0}
 }
