@@ -97,7 +97,7 @@ func TestReplayBadHistory(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	require.Len(t, lines, 2, stderr)
 	assert.Equal(t, "tulip: "+explained, lines[0])
-	assert.Contains(t, lines[1], "worker.ReplayHistories")
+	assert.Contains(t, lines[1], "tulip.ReplayHistories")
 }
 
 func writeHistory(t *testing.T, c client.Client, h runclient.Handle, path string) {

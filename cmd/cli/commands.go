@@ -414,7 +414,7 @@ func (e *env) replay(args []string) error {
 		fmt.Fprintf(e.stdout, "ok   %s\n", f)
 	}
 	if failed > 0 {
-		fmt.Fprintln(e.stderr, "tulip: replay uses the demo toolbox and hooks; replay your own workflows with worker.ReplayHistories (docs/replay.md)")
+		fmt.Fprintln(e.stderr, "tulip: replay uses the demo toolbox and hooks; replay your own workflows with tulip.ReplayHistories (docs/replay.md)")
 	}
 	if missing+failed > 0 {
 		return exitCode(1)
