@@ -64,3 +64,14 @@ func ExampleApprove() {
 	// {InterruptID:int-1 Answer:approved PerformDangling:true}
 	// {InterruptID:int-1 Answer:not tonight PerformDangling:false}
 }
+
+// Options a run cannot start without are refused before anything is
+// sent, with kind tulip.BadInput.
+func ExampleStart_badInput() {
+	_, err := agent.Start(context.Background(), nil, agent.Options{Model: "support"})
+	fmt.Println(err)
+	fmt.Println(tulip.KindOf(err))
+	// Output:
+	// agent: Options.TaskQueue is required
+	// tulip.BadInput
+}

@@ -143,10 +143,10 @@ func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error
 // thread between its describe and its start.
 func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (Handle, error) {
 	if opts.TaskQueue == "" {
-		return Handle{}, errors.New("agent: RunOptions.TaskQueue is required")
+		return Handle{}, &OptionError{Field: "TaskQueue"}
 	}
 	if opts.Model == "" {
-		return Handle{}, errors.New("agent: RunOptions.Model is required")
+		return Handle{}, &OptionError{Field: "Model"}
 	}
 	in := agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
@@ -528,3 +528,11 @@ func (e *RunFailedError) Kind() tulip.ErrorKind {
 	}
 	return tulip.RunFailed
 }
+
+// OptionError is a required option left unset (kind tulip.BadInput).
+type OptionError struct{ Field string }
+
+func (e *OptionError) Error() string { return "agent: Options." + e.Field + " is required" }
+
+// Kind is the error's tulip kind.
+func (e *OptionError) Kind() tulip.ErrorKind { return tulip.BadInput }
