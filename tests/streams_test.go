@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
 
+	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
@@ -606,4 +608,55 @@ func TestStreamSyncSeesTheSameTask(t *testing.T) {
 	var offset int64
 	require.NoError(t, run.Get(ctxT(t), &offset))
 	assert.Equal(t, int64(1), offset, "Sync saw the batch of its own task")
+}
+
+// The public client's reader of the live stream: agent.Run.Watch sees
+// every call decision of a run that continues as new twice, in trace
+// order with the trace's outcomes; a reader that stops after its second
+// event and watches again from the next offset misses nothing and sees
+// nothing twice.
+func TestRunWatch(t *testing.T) {
+	c, _, h := startStreamingRun(t, 5, 150*time.Millisecond)
+	run := agent.Attach(c, h.WorkflowID, h.RunID)
+	var events []agent.Event
+	stop := errors.New("stop")
+	done := make(chan error, 1)
+	go func() {
+		err := run.Watch(ctxT(t), 0, func(ev agent.Event) error {
+			events = append(events, ev)
+			if len(events) == 2 {
+				return stop
+			}
+			return nil
+		})
+		if !errors.Is(err, stop) {
+			done <- err
+			return
+		}
+		done <- run.Watch(ctxT(t), events[1].Offset+1, func(ev agent.Event) error { events = append(events, ev); return nil })
+	}()
+	res, err := run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status)
+	select {
+	case err := <-done:
+		require.NoError(t, err, "Watch ends with the chain")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Watch did not end when the run closed")
+	}
+	var calls []agent.Outcome
+	for i, ev := range events {
+		if i > 0 {
+			require.Greater(t, ev.Offset, events[i-1].Offset, "in offset order, none twice")
+		}
+		if ev.Call != nil {
+			calls = append(calls, ev.Call.Outcome)
+		}
+	}
+	var want []agent.Outcome
+	for _, l := range res.Trace {
+		want = append(want, l.Outcome)
+	}
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, calls, "every decision, in trace order, with its outcome (Trace is whole)")
 }

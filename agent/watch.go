@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/streams"
+)
+
+// Event is one item of a run's live stream (docs/protocol.md, "Live
+// runs"): a call decided (Call), or a piece of the model's answer (Text).
+// Offset numbers the items of the run's continue-as-new chain; Watch from
+// Offset+1 resumes after it.
+type Event struct {
+	Offset int64
+	Call   *CallItem
+	Text   *TextItem
+}
+
+// CallItem is a call decision as the stream carries it: its turn, call
+// id, tool, outcome, and (when the run streams content) its arguments and
+// result.
+type CallItem = agentrun.CallItem
+
+// TextItem is a piece of the model's answer: Delta in order by Seq, then
+// one item with Done naming the attempt whose answer the run took (keep
+// that attempt's pieces; when Done's Delta is set it is the whole answer).
+type TextItem = activities.TextItem
+
+// Watch reads the run's live stream from offset from (0: the oldest item
+// kept) and calls fn with each event, in order, until the run's chain
+// closes (nil), fn returns an error (that error), or ctx ends. Reading
+// adds nothing to the run's history. The stream lives in the run: read it
+// while the run is open (the trace holds every call afterwards). Items a
+// newer tulip adds that this one cannot read are skipped.
+func (r *Run) Watch(ctx context.Context, from int64, fn func(Event) error) error {
+	return streams.Subscribe(ctx, r.c, r.h.WorkflowID, streams.SubscribeOptions{RunID: r.h.RunID, From: from},
+		func(it streams.Item) error {
+			ev := Event{Offset: it.Offset}
+			switch it.Topic {
+			case activities.TopicCalls:
+				ev.Call = &CallItem{}
+				if it.Decode(ev.Call) != nil {
+					return nil
+				}
+			case activities.TopicText:
+				ev.Text = &TextItem{}
+				if it.Decode(ev.Text) != nil {
+					return nil
+				}
+			default:
+				return nil
+			}
+			return fn(ev)
+		})
+}
