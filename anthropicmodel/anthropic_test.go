@@ -275,6 +275,14 @@ func TestRejectedIsNonRetryable(t *testing.T) {
 			assert.Len(t, srv.Requests(), 1, "asked once")
 		})
 	}
+	t.Run("streaming", func(t *testing.T) {
+		srv := serve(t, anthropictest.Status(400, "invalid_request_error", "bad"))
+		m := newModel(t, srv, Options{})
+		_, err := m.Respond(ctx(t), tulip.ModelRequest{Messages: []tulip.Message{{Role: "user", Content: "x"}}, OnText: func(string) {}})
+		appErr := appError(t, err)
+		assert.Equal(t, ErrRejected, appErr.Type())
+		assert.True(t, appErr.NonRetryable())
+	})
 }
 
 // The key is read at each request, from the variable Options names; with
