@@ -84,3 +84,14 @@ func TestTourImports(t *testing.T) {
 	assert.NotEmpty(t, pkgs, "sanity: the tour imports tulip")
 	assert.LessOrEqual(t, len(pkgs), 3, "%v", pkgs)
 }
+
+// The anthropicmodel module's own tests run with the README's test
+// command too (it names the modules it tests; this one came later).
+func TestAnthropicModelModule(t *testing.T) {
+	cmd := exec.Command("go", "test", "-count=1", "./anthropicmodel/...")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "ok  \tgithub.com/tulip-temporal/tulip/anthropicmodel")
+	t.Logf("%s", out)
+}
