@@ -325,7 +325,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 		return err
 	}
 	// The trace goes whole while it is small, else by reference.
-	thin := linesOver(r.trace, InlineStateLimit) || jsonSize(r.trace) > InlineStateLimit
+	thin := linesOverLimit(r.trace, InlineStateLimit)
 	parts, lines := r.traceFor(thin)
 	summary := r.summarized
 	if thin {

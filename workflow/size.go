@@ -110,3 +110,104 @@ func (r *run) fullStateOver(settledOnly bool, limit int) bool {
 	}
 	return size > limit
 }
+
+// Upper bounds, the other way round: when a bound computed from the texts
+// is within the limit, the encoding is too. A string encodes to at most
+// its escaped length (strMax), a raw message to its bytes and the escapes
+// encoding adds to them (compacting only removes), a number to 20 bytes,
+// and every member is counted as written.
+
+// strMax is the length of s as encoding/json writes it (HTML escaping on).
+func strMax(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+				n++
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// rawMax bounds what a raw JSON value encodes to: null when empty, else
+// its bytes with <, > and & as \u escapes (5 more each) and U+2028/9 too
+// (3 more each).
+func rawMax(b json.RawMessage) int {
+	if len(b) == 0 {
+		return 4
+	}
+	n := len(b)
+	for i, c := range b {
+		switch c {
+		case '<', '>', '&':
+			n += 5
+		case 0xE2:
+			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9) {
+				n += 3
+			}
+		}
+	}
+	return n
+}
+
+const (
+	numMax      = 20 // -9223372036854775808
+	lineMembers = len(`{"turn":,"call_id":,"tool":,"arguments":,"outcome":,"result":,"error":,"served_from":,"relation":,"key":,"result_in":,"near_miss":}`)
+	nmMembers   = len(`{"record":,"call_id":,"reason":,"differences":[],"distance":}`)
+	diffMembers = len(`{"path":,"was":,"now":},`)
+)
+
+func lineMax(l *TraceLine) int {
+	n := lineMembers + 4*numMax + strMax(l.CallID) + strMax(l.Tool) + rawMax(l.Arguments) + strMax(string(l.Outcome)) +
+		rawMax(l.Result) + 4 + strMax(string(l.Relation)) + strMax(l.Key)
+	if l.Error != nil {
+		n += strMax(*l.Error)
+	}
+	if nm := l.NearMiss; nm != nil {
+		n += nmMembers + 2*numMax + strMax(nm.CallID) + strMax(string(nm.Reason))
+		for _, d := range nm.Differences {
+			n += diffMembers + strMax(d.Path) + rawMax(d.Was) + rawMax(d.Now)
+		}
+	}
+	return n
+}
+
+// linesUnder reports whether lines surely encode to at most limit bytes
+// (false: they may not).
+func linesUnder(lines []TraceLine, limit int) bool {
+	n := 2 + len(lines)
+	for i := range lines {
+		if n += lineMax(&lines[i]); n > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// linesOverLimit is jsonSize(lines) > limit, encoding lines only when the
+// bounds leave it open.
+func linesOverLimit(lines []TraceLine, limit int) bool {
+	switch {
+	case linesUnder(lines, limit):
+		return false
+	case linesOver(lines, limit):
+		return true
+	}
+	return jsonSize(lines) > limit
+}

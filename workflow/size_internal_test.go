@@ -25,7 +25,7 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 		}
 		return s
 	}
-	raws := []string{"", "0", "{}", `{"a": 1,  "b" : [1, 2]}`, "\n[ ]\n", `"x y"`, `{"refund_id":"rf-1","amount":120.0}`, "null"}
+	raws := []string{"", "0", "{}", `"<a&b> "`, "\"\u2029\"", `{"a": 1,  "b" : [1, 2]}`, "\n[ ]\n", `"x y"`, `{"refund_id":"rf-1","amount":120.0}`, "null"}
 	raw := func() json.RawMessage {
 		s := raws[rng.IntN(len(raws))]
 		if s == "" {
@@ -43,9 +43,24 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 			n := rng.IntN(100)
 			l.ServedFrom, l.Relation = &n, dedup.Relation(text())
 		}
+		if rng.IntN(3) == 0 {
+			l.NearMiss = &dedup.NearMiss{Record: rng.IntN(100), CallID: text(), Reason: dedup.NearMissReason(text()), Distance: rng.IntN(5)}
+			for range rng.IntN(3) {
+				l.NearMiss.Differences = append(l.NearMiss.Differences, dedup.Difference{Path: text(), Was: raw(), Now: raw()})
+			}
+		}
+		if rng.IntN(4) == 0 {
+			k := rng.IntN(1000)
+			l.ResultIn = &k
+		}
 		b, err := json.Marshal(l)
 		require.NoError(t, err)
 		require.LessOrEqual(t, lineMin(&l), len(b), "line %d: %s", i, b)
+		require.GreaterOrEqual(t, lineMax(&l), len(b), "line %d: %s", i, b)
+		s := text()
+		bs, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.Equal(t, len(bs), strMax(s), "%q", s)
 
 		m := activities.Message{Role: text(), Content: text(), ToolCallID: text(), Served: rng.IntN(2) == 0}
 		for range rng.IntN(3) {
@@ -59,6 +74,9 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 		b, err = json.Marshal(lines)
 		require.NoError(t, err)
 		require.False(t, linesOver(lines, len(b)), "lines %d: %s", i, b)
+		require.False(t, linesUnder(lines, len(b)-1), "lines %d: %s", i, b)
+		require.Equal(t, len(b) > len(b)/2, linesOverLimit(lines, len(b)/2))
+		require.False(t, linesOverLimit(lines, len(b)))
 	}
 }
 
