@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -17,13 +16,16 @@ import (
 // d, followed by msgs: d' = SHA-256(d || SHA-256(JSON(msg))) for each
 // message, in hex. The empty conversation's digest is "".
 func ExtendDigest(d string, msgs ...Message) string {
-	for _, m := range msgs {
-		b, _ := json.Marshal(m) // a struct of strings, bools and slices: never fails
-		mh := sha256.Sum256(b)
-		h := sha256.New()
-		h.Write([]byte(d))
-		h.Write(mh[:])
-		d = hex.EncodeToString(h.Sum(nil))
+	var arr [1024]byte // most messages encode within it (on the stack)
+	buf := arr[:0]
+	var sum [sha256.Size]byte
+	var link [2*sha256.Size + sha256.Size]byte // a digest in hex, then a message's hash
+	for i := range msgs {
+		buf = appendMessageJSON(buf[:0], &msgs[i]) // json.Marshal's bytes
+		mh := sha256.Sum256(buf)
+		in := append(append(link[:0], d...), mh[:]...)
+		sum = sha256.Sum256(in)
+		d = hex.EncodeToString(sum[:])
 	}
 	return d
 }

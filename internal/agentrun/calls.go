@@ -158,6 +158,9 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 // performs was answered by that resume, so no hook holds it again (the
 // hooks after the interrupting one still run).
 func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response int, performing bool) (*dedup.Args, *step, *hold) {
+	if len(r.hooks) == 0 {
+		return args, nil, nil // no hook to run: the call's hook view (a copy of its arguments) would go unread
+	}
 	hc := hooks.NewCall(call.ID, call.Name, args.Value())
 	hc.Agent, hc.Thread, hc.Turn = r.in.Agent, r.in.ThreadID, r.turn
 	post := func() *dedup.Args {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -182,29 +181,47 @@ type Observer interface {
 // emitted remembers the decisions a worker emitted (by run and key), up
 // to a bound, oldest forgotten first. It keeps a 64-bit hash of each key
 // (16 bytes an entry, not the key's text): two keys that collide (about
-// one chance in 10^9 at the bound) lose one decision's metric.
+// one chance in 10^9 at the bound) lose one decision's metric. Numbered
+// emissions (a run's trace lines, its model turns) go out in increasing
+// order, so one entry per run and kind holds them all: the highest number
+// emitted (a run of 1,000 turns is two entries, not 2,000).
 type emitted struct {
 	mu    sync.Mutex
-	seen  map[uint64]struct{}
+	seen  map[uint64]int // key hash → for a numbered kind, 1 + the highest number emitted
 	order []uint64
 	next  int
 }
 
 // emittedBound bounds what a worker remembers: a task retried after more
-// decisions than this went out is emitted again.
+// keys than this went out is emitted again.
 const emittedBound = 1 << 17
 
-func newEmitted() *emitted { return &emitted{seen: map[uint64]struct{}{}} }
+func newEmitted() *emitted { return &emitted{seen: map[uint64]int{}} }
 
-// first reports whether key is new, and remembers it.
-func (e *emitted) first(key string) bool {
+func keyHash(key string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
-	k := h.Sum64()
+	return h.Sum64()
+}
+
+// first reports whether key is new, and remembers it.
+func (e *emitted) first(key string) bool { return e.firstNumbered(key, 0) }
+
+// firstNumbered reports whether emission n (from 0) of the numbered kind
+// key is new: past the highest emitted. A worker emits a run's numbered
+// emissions in increasing order (replay emits nothing, and a retried task
+// emits again from where its attempt began), so the highest one stands
+// for all those before it.
+func (e *emitted) firstNumbered(key string, n int) bool {
+	k := keyHash(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.seen[k]; ok {
-		return false
+	if hw, ok := e.seen[k]; ok {
+		if n < hw {
+			return false
+		}
+		e.seen[k] = n + 1
+		return true
 	}
 	if len(e.order) < emittedBound {
 		e.order = append(e.order, k)
@@ -213,7 +230,7 @@ func (e *emitted) first(key string) bool {
 		e.order[e.next] = k
 		e.next = (e.next + 1) % emittedBound
 	}
-	e.seen[k] = struct{}{}
+	e.seen[k] = n + 1
 	return true
 }
 
@@ -229,10 +246,22 @@ func (r *run) once(ctx wf.Context, key string) bool {
 	return r.cfg.emitted.first(r.runID + "/" + key)
 }
 
+// onceNumbered is once for emission n of a numbered kind (kind, n unique
+// within the run; n increasing as the run goes).
+func (r *run) onceNumbered(ctx wf.Context, kind string, n int) bool {
+	if !r.carriesThread || wf.IsReplaying(ctx) {
+		return false
+	}
+	if r.cfg.emitted == nil {
+		return true
+	}
+	return r.cfg.emitted.firstNumbered(r.runID+"/"+kind+"/#", n)
+}
+
 // observeLine reports a settled (or held) trace line: metrics and the
 // observer.
 func (r *run) observeLine(ctx wf.Context, l TraceLine) {
-	if !r.once(ctx, fmt.Sprintf("line/%d", r.traceBase+len(r.trace)-1)) {
+	if !r.onceNumbered(ctx, "line", r.traceBase+len(r.trace)-1) {
 		return
 	}
 	mh := wf.GetMetricsHandler(ctx)
@@ -273,7 +302,7 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 
 // observeModel reports a model call; err is its failure, or nil.
 func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, err error) {
-	if !r.once(ctx, fmt.Sprintf("model/%d", r.turn)) {
+	if !r.onceNumbered(ctx, "model", r.turn) {
 		return
 	}
 	failed := err != nil

@@ -21,3 +21,24 @@ func TestMetricAgentTagBound(t *testing.T) {
 	assert.Equal(t, OtherTag, capped.tag("one-too-many"))
 	assert.Equal(t, "a7", capped.tag("a7"), "a name seen before the bound keeps its tag")
 }
+
+// A numbered kind (a run's trace lines) is remembered by its highest
+// number: a retried task's emissions up to it stay out, the next go out,
+// and each run and kind counts on its own; the worker's memory holds one
+// entry per run and kind, not one per emission.
+func TestEmittedNumbered(t *testing.T) {
+	e := newEmitted()
+	for n := range 5 {
+		assert.True(t, e.firstNumbered("run-a/line/#", n))
+	}
+	for n := 2; n < 5; n++ {
+		assert.False(t, e.firstNumbered("run-a/line/#", n), "line %d again (a retried task)", n)
+	}
+	assert.True(t, e.firstNumbered("run-a/line/#", 5))
+	assert.True(t, e.firstNumbered("run-b/line/#", 0), "another run counts on its own")
+	assert.True(t, e.firstNumbered("run-a/model/#", 1), "another kind counts on its own")
+	assert.True(t, e.first("run-a/continue-as-new"))
+	assert.False(t, e.first("run-a/continue-as-new"))
+	assert.Len(t, e.seen, 4)
+	assert.Len(t, e.order, 4)
+}

@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -39,6 +40,9 @@ const InlineStateLimit = 256 << 10
 // next run, a QueryThread reader): in full when that is small, else by
 // reference.
 func (r *run) handover(settledOnly bool) (*activities.Checkpoint, error) {
+	if r.fullStateOver(settledOnly, InlineStateLimit) {
+		return r.refState(settledOnly, false) // as below, without encoding the state in full to learn it
+	}
 	st, err := r.refState(settledOnly, true)
 	if err != nil || jsonSize(st) <= InlineStateLimit {
 		return st, err
@@ -63,7 +67,6 @@ func (r *run) traceFor(thin bool) (parts []activities.Part, lines []TraceLine) {
 // adopt takes a thread state (loaded, or carried across continue-as-new):
 // this agent's log, and the conversation, by reference or in full.
 func (r *run) adopt(cp *activities.Checkpoint) error {
-	r.loaded = cp
 	if snap, ok := cp.Agents[r.in.Agent]; ok && r.dedup {
 		l, err := dedup.Restore(snap)
 		if err != nil {
@@ -71,6 +74,20 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 		}
 		r.calls.Load(l)
 		r.log = l
+	}
+	// The run keeps of the state only what it reads again: the other
+	// agents' logs and the key counts. This agent's log is r.log now (or,
+	// without the interceptor, never read: every reader skips it), and
+	// the messages are r.messages: the encoded snapshot and a second
+	// array of messages would only hold memory for the run's life.
+	r.loaded = &activities.Checkpoint{Minted: cp.Minted}
+	if cp.Agents != nil {
+		r.loaded.Agents = make(map[string]json.RawMessage, len(cp.Agents))
+		for name, snap := range cp.Agents {
+			if name != r.in.Agent {
+				r.loaded.Agents[name] = snap
+			}
+		}
 	}
 	r.messages, r.digest, r.base, r.baseDigest, r.parts = nil, "", 0, "", nil
 	if cv := cp.Conversation; cv != nil {
@@ -268,6 +285,8 @@ func (r *run) restoreRef(c *Carry) error {
 	r.save = c.Save // a decision in the chain's history, as its first run took it
 	r.addToolsets(c.Toolsets)
 	r.trace, r.traceParts, r.summarized = c.Trace, c.TraceParts, c.Summary
+	internLines(r.trace)
+	r.shareLines()
 	for i, p := range c.TraceParts {
 		if p.From != r.traceBase || p.To <= p.From || p.Run == "" {
 			return badInput(fmt.Sprintf("continued state: trace part %d [%d, %d) does not follow line %d", i, p.From, p.To, r.traceBase))
@@ -302,7 +321,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 		return err
 	}
 	// The trace goes whole while it is small, else by reference.
-	thin := jsonSize(r.trace) > InlineStateLimit
+	thin := linesOverLimit(r.trace, InlineStateLimit)
 	parts, lines := r.traceFor(thin)
 	summary := r.summarized
 	if thin {
@@ -387,4 +406,52 @@ func (r *run) stateEstimate() int {
 		size += jsonSize(m)
 	}
 	return size
+}
+
+// internLines keeps the few distinct names of decoded trace lines (tools,
+// outcomes, relations) once each, not once a line.
+func internLines(lines []TraceLine) {
+	names := map[string]string{}
+	intern := func(p *string) {
+		if v, ok := names[*p]; ok {
+			*p = v
+		} else if *p != "" {
+			names[*p] = *p
+		}
+	}
+	for i := range lines {
+		l := &lines[i]
+		intern(&l.Tool)
+		intern((*string)(&l.Outcome))
+		intern((*string)(&l.Relation))
+	}
+}
+
+// shareLines makes the carried trace lines share their texts with the
+// log's records of the same calls (call id, key, result), decoded apart:
+// the run holds each once.
+func (r *run) shareLines() {
+	type at struct {
+		turn int
+		call string
+	}
+	recs := make(map[at]*dedup.Record, r.log.Len())
+	for i := range r.log.Len() {
+		rec := r.log.At(i)
+		recs[at{rec.Turn, rec.CallID}] = rec
+	}
+	for i := range r.trace {
+		l := &r.trace[i]
+		rec := recs[at{l.Turn, l.CallID}]
+		if rec == nil {
+			continue
+		}
+		l.CallID = rec.CallID
+		if l.Key == rec.Key {
+			l.Key = rec.Key
+		}
+		if l.Result != nil && bytes.Equal(l.Result, rec.Result) {
+			l.Result = rec.Result
+		}
+	}
 }

@@ -346,7 +346,7 @@ func (r *run) view() RunResult {
 	}
 	if r.stateByRef {
 		res.Summary = r.summary()
-		if jsonSize(res.Trace) > InlineStateLimit {
+		if linesOverLimit(res.Trace, InlineStateLimit) {
 			r.traceByRef(&res)
 		}
 		if res.Trace == nil {
@@ -428,7 +428,9 @@ const MinPayloadLimit = 256 << 10
 // through a side effect: replay takes the recorded value, whatever the
 // replaying worker is configured with.
 func (r *run) checkSize(ctx wf.Context, what string, v any) error {
-	if !r.carriesThread {
+	if !r.carriesThread || r.limit < 0 {
+		// No limit (read already, and recorded): whatever the size, the
+		// check passes and reads nothing, so there is nothing to encode.
 		return nil
 	}
 	b, err := json.Marshal(v)

@@ -377,7 +377,25 @@ func FromRecords(responses int, records []Record) (*Log, error) {
 	l := NewLog()
 	l.responses = responses
 	s := snapshot{Responses: responses, Records: records}
+	// The records' few distinct names (tools, runs, origins) are kept once
+	// each, not once a record as decoding left them.
+	names := map[string]string{}
+	intern := func(p *string) {
+		if *p == "" {
+			return
+		}
+		if v, ok := names[*p]; ok {
+			*p = v
+			return
+		}
+		names[*p] = *p
+	}
 	for i, r := range s.Records {
+		intern(&r.Tool)
+		intern(&r.Run)
+		intern(&r.Holder)
+		intern((*string)(&r.Origin))
+		intern((*string)(&r.Relation))
 		if r.Seq != i {
 			return nil, fmt.Errorf("%w: record %d has seq %d", ErrSnapshot, i, r.Seq)
 		}

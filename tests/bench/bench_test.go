@@ -205,10 +205,28 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportMetric(float64(spent[0].Microseconds())/float64(i)/1000, "ms/replay-plugin")
 			b.ReportMetric(float64(spent[1].Microseconds())/float64(i)/1000, "ms/replay-without")
 			b.ReportMetric(float64(spent[0])/float64(spent[1]), "plugin/without")
-			b.ReportMetric(float64(spent[0])/float64(spent[2]), "plugin/plain-sdk")
+			ratio := float64(spent[0]) / float64(spent[2])
+			b.ReportMetric(ratio, "plugin/plain-sdk")
 			b.ReportMetric(float64(len(hist.Events)), "events")
+			b.Logf("N=%d plugin/plain-sdk %.2f, goal <= %.2f (aim %.2f): %s", n, ratio, replayGoal, replayAim, verdict(ratio <= replayGoal))
 		})
 	}
+}
+
+// The goal of issue 34 for BenchmarkReplay's plugin/plain-sdk (at N=100
+// and N=1000), and what it aims at. The benchmark prints where it stands;
+// it never fails on a timing.
+const (
+	replayGoal = 1.25
+	replayAim  = 1.10
+)
+
+// verdict is how a goal check reads: ok, or OVER.
+func verdict(met bool) string {
+	if met {
+		return "ok"
+	}
+	return "OVER"
 }
 
 // medianCallGap is the median time between consecutive tool completions.

@@ -173,6 +173,8 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		_ = w.cmd.Process.Kill()
 	}
 	b.ReportMetric(perRun/stateBytes, "rss/state-bytes")
+	b.Logf("rss/state-bytes %.1f, goal <= %.0f: %s (heap/state-bytes %.1f; %d runs of %d turns held; tulip/plain-sdk %.1f)",
+		perRun/stateBytes, memoryGoal, verdict(perRun/stateBytes <= memoryGoal), heapRun/stateBytes, runs, turns, perRun/perPlain)
 	b.ReportMetric(heapRun/stateBytes, "heap/state-bytes")
 	b.ReportMetric(perRun, "rss-bytes/run-tulip")
 	b.ReportMetric(perPlain, "rss-bytes/run-plain-sdk")
@@ -182,6 +184,11 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	b.ReportMetric(perRun/perPlain, "tulip/plain-sdk")
 	b.ReportMetric(0, "ns/op")
 }
+
+// memoryGoal is the goal of issue 34 for BenchmarkWorkerMemory's
+// rss/state-bytes. The benchmark prints where it stands; it never fails on
+// a measurement.
+const memoryGoal = 6.0
 
 // envInt reads a positive integer from the environment (def when unset).
 func envInt(b *testing.B, name string, def int) int {

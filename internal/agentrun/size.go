@@ -1,0 +1,213 @@
+package agentrun
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+)
+
+// Lower bounds of JSON sizes. The state a run hands on goes in full or by
+// reference by its encoded size (handover, the trace in continueByRef and
+// view); when a bound computed from the lengths of the texts it holds is
+// already past the limit, the encoding it would take to know is not made.
+// Each bound only counts what the encoding surely writes: the members
+// always written (with their shortest values), a string's bytes and its
+// quotes (escapes only add), a raw message's bytes other than whitespace
+// (encoding compacts it: whitespace outside its strings goes, nothing else
+// does), and a member left out when empty only when it is not.
+
+func skeleton(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return len(b)
+}
+
+var (
+	minRecord   = skeleton(dedup.Record{})
+	minMessage  = skeleton(activities.Message{})
+	minToolCall = skeleton(activities.ToolCall{})
+	empty       = ""
+	minLine     = skeleton(TraceLine{Arguments: json.RawMessage("0"), Result: json.RawMessage("0"), Error: &empty})
+)
+
+// member is the least an omitempty string member adds when it is set:
+// ,"name":"value".
+func member(name, v string) int {
+	if v == "" {
+		return 0
+	}
+	return len(name) + 6 + len(v)
+}
+
+// rawMin is the least a raw JSON value encodes to: its bytes other than
+// whitespace.
+func rawMin(b json.RawMessage) int {
+	n := 0
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			n++
+		}
+	}
+	return n
+}
+
+func messageMin(m *activities.Message) int {
+	n := minMessage + len(m.Role) + member("content", m.Content) + member("tool_call_id", m.ToolCallID)
+	if len(m.ToolCalls) > 0 {
+		n += len(`,"tool_calls":[]`) + len(m.ToolCalls) - 1
+		for _, c := range m.ToolCalls {
+			n += minToolCall + len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	return n
+}
+
+func lineMin(l *TraceLine) int {
+	n := minLine + len(l.CallID) + len(l.Tool) + len(l.Outcome) + rawMin(l.Arguments) + rawMin(l.Result) + member("key", l.Key)
+	if l.Error != nil {
+		n += len(*l.Error)
+	}
+	return n
+}
+
+// linesOver reports whether lines surely encode to more than limit bytes
+// (false: they may not).
+func linesOver(lines []TraceLine, limit int) bool {
+	n := 2 + len(lines) - 1
+	for i := range lines {
+		if n += lineMin(&lines[i]); n > limit {
+			return true
+		}
+	}
+	return false
+}
+
+// fullStateOver reports whether the state in full (refState(settledOnly,
+// true)) surely encodes to more than limit bytes, so that handover would
+// take the state by reference: this agent's records and the messages
+// this run holds. False also when a record holds argument text the full
+// state could not encode (it fails on it, as it did).
+func (r *run) fullStateOver(settledOnly bool, limit int) bool {
+	n := r.log.Len()
+	if settledOnly {
+		n = r.log.Settled()
+	}
+	size := 0
+	for i := range n {
+		rec := r.log.At(i)
+		if !utf8.ValidString(rec.Arguments) {
+			return false
+		}
+		size += minRecord + 1 + len(rec.Tool) + len(rec.Arguments) + len(rec.CallID) + len(rec.Origin) +
+			member("run", rec.Run) + member("key", rec.Key) + member("args_hash", rec.ArgsHash) + member("holder", rec.Holder)
+	}
+	for i := range r.messages {
+		size += messageMin(&r.messages[i]) + 1
+	}
+	return size > limit
+}
+
+// Upper bounds, the other way round: when a bound computed from the texts
+// is within the limit, the encoding is too. A string encodes to at most
+// its escaped length (strMax), a raw message to its bytes and the escapes
+// encoding adds to them (compacting only removes), a number to 20 bytes,
+// and every member is counted as written.
+
+// strMax is the length of s as encoding/json writes it (HTML escaping on).
+func strMax(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+				n++
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// rawMax bounds what a raw JSON value encodes to: null when empty, else
+// its bytes with <, > and & as \u escapes (5 more each) and U+2028/9 too
+// (3 more each).
+func rawMax(b json.RawMessage) int {
+	if len(b) == 0 {
+		return 4
+	}
+	n := len(b)
+	for i, c := range b {
+		switch c {
+		case '<', '>', '&':
+			n += 5
+		case 0xE2:
+			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9) {
+				n += 3
+			}
+		}
+	}
+	return n
+}
+
+const (
+	numMax      = 20 // -9223372036854775808
+	lineMembers = len(`{"turn":,"call_id":,"tool":,"arguments":,"outcome":,"result":,"error":,"served_from":,"relation":,"key":,"result_in":,"near_miss":}`)
+	nmMembers   = len(`{"record":,"call_id":,"reason":,"differences":[],"distance":}`)
+	diffMembers = len(`{"path":,"was":,"now":},`)
+)
+
+func lineMax(l *TraceLine) int {
+	n := lineMembers + 4*numMax + strMax(l.CallID) + strMax(l.Tool) + rawMax(l.Arguments) + strMax(string(l.Outcome)) +
+		rawMax(l.Result) + 4 + strMax(string(l.Relation)) + strMax(l.Key)
+	if l.Error != nil {
+		n += strMax(*l.Error)
+	}
+	if nm := l.NearMiss; nm != nil {
+		n += nmMembers + 2*numMax + strMax(nm.CallID) + strMax(string(nm.Reason))
+		for _, d := range nm.Differences {
+			n += diffMembers + strMax(d.Path) + rawMax(d.Was) + rawMax(d.Now)
+		}
+	}
+	return n
+}
+
+// linesUnder reports whether lines surely encode to at most limit bytes
+// (false: they may not).
+func linesUnder(lines []TraceLine, limit int) bool {
+	n := 2 + len(lines)
+	for i := range lines {
+		if n += lineMax(&lines[i]); n > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// linesOverLimit is jsonSize(lines) > limit, encoding lines only when the
+// bounds leave it open.
+func linesOverLimit(lines []TraceLine, limit int) bool {
+	switch {
+	case linesUnder(lines, limit):
+		return false
+	case linesOver(lines, limit):
+		return true
+	}
+	return jsonSize(lines) > limit
+}
