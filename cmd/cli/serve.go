@@ -416,11 +416,11 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := run.Await(ctx)
-	if res == nil {
+	if res == nil || err != nil {
 		runError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, responseObject(meta, res, err))
+	writeJSON(w, http.StatusOK, responseObject(meta, res, nil))
 }
 
 // offset is the run's stream offset now (0 when it cannot be read).
@@ -445,7 +445,13 @@ func (a *apiServer) getResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	meta := respMeta{id: id, model: res.Agent}
-	if q := r.URL.Query(); q.Get("stream") == "true" {
+	// stream=true in the query (the Responses API), or in a JSON body
+	// (openai-go's GetStreaming sends it so).
+	var body struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&body)
+	if q := r.URL.Query(); q.Get("stream") == "true" || body.Stream {
 		after := int64(-1)
 		if v := q.Get("starting_after"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -482,7 +488,7 @@ func callItem(ci agent.CallItem) map[string]any {
 	if ci.Relation != "" {
 		ext["relation"] = ci.Relation
 	}
-	if len(ci.Result) > 0 {
+	if len(ci.Result) > 0 && string(ci.Result) != "null" {
 		ext["result"] = ci.Result
 	}
 	if ci.Error != nil {
@@ -616,12 +622,12 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 
 	var (
 		mu      sync.Mutex
-		index   int            // the next output index
-		msgOpen bool           // a message item is open
-		msgID   string         // its id
-		msgIdx  int            // its output index
+		index   int    // the next output index
+		msgOpen bool   // a message item is open
+		msgID   string // its id
+		msgIdx  int    // its output index
 		text    strings.Builder
-		turn    int            // the turn of the open message
+		turn    int             // the turn of the open message
 		last    = m.id.From - 1 // the last offset read
 	)
 	closeMsg := func(seq int64) int64 {
@@ -718,6 +724,25 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 		}
 	}
 	final := responseObject(m, res, err)
+	if end := a.offset(ctx, m.id); last+1 < end && res.Status != agent.Interrupted {
+		// A closed run's stream cannot be read again (a closed workflow
+		// takes no poll): its output items, numbered after its last offset.
+		seq = (end + 2) * seqStride
+		for i, item := range final["output"].([]any) {
+			if it, ok := item.(map[string]any); ok && it["type"] == "message" {
+				text := res.Answer
+				out.send(seq, "response.output_item.added", map[string]any{"output_index": i, "item": messageItem(it["id"].(string), "", "in_progress")})
+				out.send(seq+1, "response.output_text.delta", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "delta": text, "logprobs": []any{}})
+				out.send(seq+2, "response.output_text.done", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "text": text, "logprobs": []any{}})
+				seq += 3
+			} else {
+				out.send(seq, "response.output_item.added", map[string]any{"output_index": i, "item": item})
+				seq++
+			}
+			out.send(seq, "response.output_item.done", map[string]any{"output_index": i, "item": item})
+			seq++
+		}
+	}
 	if res.Status == agent.Interrupted && res.Interrupt != nil {
 		item := approvalItem(res.Interrupt)
 		out.send(seq, "response.output_item.added", map[string]any{"output_index": index, "item": item})
@@ -888,5 +913,5 @@ func chatObject(id, rid, model string, created int64, thread string, res *agent.
 	}
 	return map[string]any{"id": id, "object": "chat.completion", "created": created, "model": model,
 		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
-		"tulip": ext}
+		"tulip":   ext}
 }
