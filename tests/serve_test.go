@@ -581,3 +581,65 @@ func TestServeDocExamples(t *testing.T) {
 		assert.Contains(t, string(out)+stderr.String(), want[i], "%s", b)
 	}
 }
+
+// TestServeWorkerKilledMidResponse runs 'tulip serve --no-worker' with its
+// worker in another process, which dies (SIGKILL) mid-response: after
+// billing made the refund, before its activity completed. A client
+// streams the response meanwhile; a second worker process started after
+// the first died finishes the run: the stream ends with
+// response.completed, the answer whole, and billing made one refund.
+func TestServeWorkerKilledMidResponse(t *testing.T) {
+	bin := crashWorker(t)
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	t.Cleanup(bill.Close)
+	m := newServeModel(t, 100*time.Millisecond)
+	tq := taskQueue(t.Name())
+	args := []string{"-address", server.Address(), "-task-queue", tq, "-billing", bill.URL(), "-openai", m.URL + "/v1", "-openai-name", "openai"}
+	first := startWorkerProcess(t, bin, append(args, "-crash-at", "after-billing", "-marker", filepath.Join(t.TempDir(), "marker"))...)
+	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	base, _ := startServe(t, "--address", server.Address(), "--no-worker", "--task-queue", tq)
+	oc := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithMaxRetries(0))
+
+	ctx := ctxT(t)
+	stream := oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "support",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Please refund ord-3")}})
+	exited := make(chan error, 1)
+	go func() { exited <- first.Wait() }()
+	second := make(chan struct{})
+	go func() {
+		// The first worker kills itself at the refund: start the next.
+		select {
+		case <-exited:
+		case <-ctx.Done():
+			return
+		}
+		w := startWorkerProcess(t, bin, args...)
+		t.Cleanup(func() { _ = w.Process.Signal(os.Interrupt); _ = w.Wait() })
+		close(second)
+	}()
+	var types []string
+	var text strings.Builder
+	var final responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed", "response.failed", "response.incomplete":
+			final = ev.Response
+		}
+	}
+	require.NoError(t, stream.Err())
+	select {
+	case <-second:
+	default:
+		t.Fatal("the first worker did not die at the refund")
+	}
+	require.NotEmpty(t, types)
+	assert.Equal(t, "response.completed", types[len(types)-1], "%v", types)
+	assert.Equal(t, "Done: all settled.", text.String())
+	assert.Equal(t, "Done: all settled.", final.OutputText())
+	assert.Len(t, bill.Refunds(), 1, "billing made one refund across the crash")
+}
