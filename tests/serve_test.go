@@ -305,6 +305,71 @@ func TestServeOpenAIGo(t *testing.T) {
 		assert.True(t, ran, "the held call ran: %s", r2.RawJSON())
 	})
 
+	t.Run("streamed approval round trip", func(t *testing.T) {
+		read := func(st interface {
+			Next() bool
+			Current() responses.ResponseStreamEventUnion
+			Err() error
+		}) ([]responses.ResponseStreamEventUnion, string) {
+			var evs []responses.ResponseStreamEventUnion
+			var text strings.Builder
+			for st.Next() {
+				ev := st.Current()
+				evs = append(evs, ev)
+				if ev.Type == "response.output_text.delta" {
+					text.WriteString(ev.Delta)
+				}
+			}
+			require.NoError(t, st.Err())
+			return evs, text.String()
+		}
+		evs, _ := read(oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "support",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("isolate db-2")}}))
+		require.NotEmpty(t, evs)
+		last := evs[len(evs)-1]
+		require.Equal(t, "response.incomplete", last.Type)
+		var ask responses.ResponseOutputItemUnion
+		for _, ev := range evs {
+			if ev.Type == "response.output_item.done" && ev.Item.Type == "mcp_approval_request" {
+				ask = ev.Item
+			}
+		}
+		require.Equal(t, "mcp_approval_request", ask.Type)
+		assert.JSONEq(t, `{"host":"db-2"}`, ask.Arguments.OfString)
+
+		evs2, text := read(oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "support", PreviousResponseID: openai.String(last.Response.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+				responses.ResponseInputItemParamOfMcpApprovalResponse(ask.ID, true)}}}))
+		require.NotEmpty(t, evs2)
+		assert.Equal(t, "response.completed", evs2[len(evs2)-1].Type)
+		assert.Greater(t, evs2[0].SequenceNumber, last.SequenceNumber-seqSlack, "the answer's events go on from the interrupt's offset")
+		assert.Equal(t, "Done: all settled.", text)
+		var ran bool
+		for _, ev := range evs2 {
+			if ev.Type == "response.output_item.done" && ev.Item.Type == "function_call" && ev.Item.Name == "isolate_host" {
+				ran = ran || tulipExt(t, ev.Item.RawJSON())["outcome"] == "dangling"
+			}
+		}
+		assert.True(t, ran, "the approved call's outcome is streamed")
+	})
+
+	t.Run("chat completion streamed", func(t *testing.T) {
+		st := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "support",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello, slowly")}})
+		var text strings.Builder
+		chunks := 0
+		for st.Next() {
+			ch := st.Current()
+			if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+				chunks++
+				text.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+		require.NoError(t, st.Err())
+		assert.Equal(t, "Slowly but surely, the run ends.", text.String())
+		assert.Greater(t, chunks, 1)
+	})
+
 	t.Run("client leaves mid-stream", func(t *testing.T) {
 		sctx, leave := context.WithCancel(ctx)
 		stream := oc.Responses.NewStreaming(sctx, responses.ResponseNewParams{Model: "support",
@@ -431,6 +496,9 @@ func TestServeOpenAIGo(t *testing.T) {
 		assert.Equal(t, "messages", e.Param)
 	})
 }
+
+// seqSlack: the events that open a response come from its first offset.
+const seqSlack = 64
 
 // sseEvents reads a response body of server-sent events' data.
 func sseEvents(t *testing.T, body io.Reader) []map[string]any {

@@ -876,14 +876,18 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return
 	}
-	if res != nil && res.Status != agent.Interrupted {
-		select {
-		case <-watched:
-		case <-time.After(10 * time.Second):
-		}
+	// A closed run's stream ends by itself; an interrupted run's is left
+	// open: the items it has are read by then.
+	wait := 10 * time.Second
+	if res == nil || res.Status == agent.Interrupted {
+		wait = 500 * time.Millisecond
 	}
-	cancel()
-	<-watched
+	select {
+	case <-watched:
+	case <-time.After(wait):
+		cancel()
+		<-watched
+	}
 	final := map[string]any{}
 	if res != nil {
 		final = chatObject(id, rid, req.Model, created, thread, res)
