@@ -667,8 +667,14 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 					"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 				seq += 2
 			}
-			text.WriteString(ti.Delta)
-			out.send(seq, "response.output_text.delta", map[string]any{"item_id": msgID, "output_index": msgIdx, "content_index": 0, "delta": ti.Delta, "logprobs": []any{}})
+			delta := ti.Delta
+			if ti.Done {
+				// The whole answer (its pieces were not all streamed):
+				// what the deltas so far did not say.
+				delta = strings.TrimPrefix(delta, text.String())
+			}
+			text.WriteString(delta)
+			out.send(seq, "response.output_text.delta", map[string]any{"item_id": msgID, "output_index": msgIdx, "content_index": 0, "delta": delta, "logprobs": []any{}})
 			if ti.Done {
 				closeMsg(seq + 1)
 			}
@@ -865,9 +871,15 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	watched := make(chan error, 1)
 	go func() {
 		watched <- run.Watch(wctx, 0, func(ev agent.Event) error {
-			if ev.Text != nil && ev.Text.Delta != "" && !(ev.Text.Done && said[ev.Text.Turn] != "") {
-				said[ev.Text.Turn] += ev.Text.Delta
-				chunk(map[string]any{"content": ev.Text.Delta}, nil, nil)
+			if ev.Text != nil && ev.Text.Delta != "" {
+				delta := ev.Text.Delta
+				if ev.Text.Done { // the whole answer: what was not said yet
+					delta = strings.TrimPrefix(delta, said[ev.Text.Turn])
+				}
+				if delta != "" {
+					said[ev.Text.Turn] += delta
+					chunk(map[string]any{"content": delta}, nil, nil)
+				}
 			}
 			return nil
 		})
