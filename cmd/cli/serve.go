@@ -627,8 +627,10 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 		msgID   string // its id
 		msgIdx  int    // its output index
 		text    strings.Builder
-		turn    int             // the turn of the open message
-		last    = m.id.From - 1 // the last offset read
+		turn    int              // the turn of the open message
+		attempt int              // the model call's attempt it shows
+		opened  = map[int]bool{} // turns that had a message item
+		last    = m.id.From - 1  // the last offset read
 	)
 	closeMsg := func(seq int64) int64 {
 		if !msgOpen {
@@ -650,7 +652,9 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 		switch {
 		case ev.Text != nil:
 			ti := ev.Text
-			if msgOpen && turn != ti.Turn {
+			if msgOpen && (turn != ti.Turn || (!ti.Done && attempt != ti.Attempt)) {
+				// A new turn, or the model asked again (a retried call):
+				// a new message item.
 				seq = closeMsg(seq)
 			}
 			if ti.Done && ti.Delta == "" {
@@ -658,8 +662,12 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 				return nil
 			}
 			if !msgOpen {
-				msgOpen, turn, msgIdx = true, ti.Turn, index
+				msgOpen, turn, attempt, msgIdx = true, ti.Turn, ti.Attempt, index
 				msgID = fmt.Sprintf("msg_%s_%d", m.id.Run, ti.Turn)
+				if opened[ti.Turn] {
+					msgID = fmt.Sprintf("msg_%s_%d_%d", m.id.Run, ti.Turn, ti.Attempt)
+				}
+				opened[ti.Turn] = true
 				index++
 				text.Reset()
 				out.send(seq, "response.output_item.added", map[string]any{"output_index": msgIdx, "item": messageItem(msgID, "", "in_progress")})
@@ -695,7 +703,11 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 	go func() { watched <- run.Watch(wctx, m.id.From, onEvent) }()
 	res, err := run.Await(ctx)
 	if ctx.Err() != nil {
-		return // the client left: the run goes on
+		// The client left: the run goes on. No event is written once the
+		// handler returns.
+		cancel()
+		<-watched
+		return
 	}
 	if res != nil && res.Status == agent.Interrupted {
 		end := a.offset(ctx, m.id)
@@ -886,6 +898,8 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}()
 	res, err := run.Await(r.Context())
 	if r.Context().Err() != nil {
+		cancel() // the client left: the run goes on
+		<-watched
 		return
 	}
 	// A closed run's stream ends by itself; an interrupted run's is left
