@@ -110,7 +110,9 @@ func (e *env) serve(args []string) error {
 		defer stop()
 	}
 	srv := &apiServer{c: s.client, taskQueue: *taskQueue, agents: agents, hooks: hooks, maxTurns: *maxTurns, token: token}
-	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Requests end with the process (their runs go on in Temporal).
+	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return e.ctx }}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	if s.server != nil {
