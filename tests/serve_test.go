@@ -711,3 +711,22 @@ func TestServeWorkerKilledMidResponse(t *testing.T) {
 	assert.Equal(t, "Done: all settled.", final.OutputText())
 	assert.Len(t, bill.Refunds(), 1, "billing made one refund across the crash")
 }
+
+// TestServeUsage: 'tulip serve' needs a model for its worker unless
+// --no-worker, knows its hooks, and reads its token file.
+func TestServeUsage(t *testing.T) {
+	_, stderr, code := runCLI(t, "serve")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "usage: tulip serve")
+	_, stderr, code = runCLI(t, "serve", "--no-worker", "--hooks", "nope")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `unknown hook "nope"`)
+	_, stderr, code = runCLI(t, "serve", "--no-worker", "--api-key-file", writeFile(t, "empty", "\n"))
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, stderr, "holds no token")
+	stdout, _, code := runCLI(t, "serve", "--help")
+	assert.Equal(t, 0, code)
+	for _, f := range []string{"-listen", "-no-worker", "-api-key-file", "-agent", "-base-url", "-db"} {
+		assert.Contains(t, stdout, f)
+	}
+}
