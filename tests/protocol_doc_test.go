@@ -245,6 +245,8 @@ func (r *docRunner) run(t *testing.T, b docBlock) {
 		assert.Equal(t, docBuildClient, strings.TrimSpace(b.body))
 	case "install-client":
 		// Done by setupProject, before the examples that need it.
+	case "serve-curl":
+		// Run by TestServeDocExamples against 'tulip serve'.
 	default:
 		t.Fatalf("%s: unknown example kind %q: the test does not know how to run it", b, b.kind)
 	}

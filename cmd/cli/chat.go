@@ -30,6 +30,11 @@ type modelFlags struct {
 // chatWorker starts the support agent's worker: the demo toolbox and hooks,
 // and the OpenAI-compatible model.
 func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, error) {
+	return e.chatWorkerOn(s, mf, ChatTaskQueue)
+}
+
+// chatWorkerOn is chatWorker on taskQueue.
+func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func(), *demo.Toolbox, error) {
 	m, err := openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
 		SystemPrompt: "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."})
 	if err != nil {
@@ -40,7 +45,7 @@ func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, err
 	if err != nil {
 		return nil, nil, err
 	}
-	stop, err := s.startWorker(ChatTaskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
+	stop, err := s.startWorker(taskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{chatModel: m}})
 	if err != nil {
 		_ = set.Close()

@@ -37,6 +37,8 @@ Usage:
   tulip run --scenario FILE [--json]    play a scenario (docs/scenarios.md) and print its trace
   tulip chat --base-url URL --model M "message"
                                         run the support agent against an OpenAI-compatible model
+  tulip serve --base-url URL --model M [--listen HOST:PORT]
+                                        an OpenAI-compatible API (Responses, chat completions) over durable threads
   tulip inspect THREAD [--agent A] [--json]
                                         print a thread's execution log
   tulip explain THREAD CALL_ID [--agent A] [--json]
@@ -95,6 +97,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.run(args[1:])
 	case "chat":
 		err = e.chat(args[1:])
+	case "serve":
+		err = e.serve(args[1:])
 	case "inspect":
 		err = e.inspect(args[1:])
 	case "explain":

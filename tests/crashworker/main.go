@@ -46,6 +46,7 @@ var (
 	events  = flag.String("events", "", "append a line per report_case body and model call here: WHAT ATTEMPT UNIXNANO")
 	delay   = flag.Duration("tool-delay", 0, "report_case takes this long")
 	oaiURL  = flag.String("openai", "", "register the model \"stream\": an OpenAI-compatible endpoint at this base URL")
+	oaiName = flag.String("openai-name", "stream", "the name -openai's model is registered under (\"openai\": the model 'tulip serve' runs)")
 )
 
 // event records that what (tool, model) started an attempt.
@@ -203,7 +204,7 @@ func run(address, taskQueue, billingURL string) error {
 		if err != nil {
 			return err
 		}
-		models["stream"] = m
+		models[*oaiName] = m
 	}
 	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{refund, report}, Models: models})
 	if err != nil {
