@@ -230,3 +230,36 @@ func stripCache(v any) any {
 	walk(out)
 	return out
 }
+
+// 'tulip chat --provider anthropic' runs the support agent on Anthropic's
+// Messages API (a loopback one): the re-emitted refund is served, the body
+// ran once, and the key went in x-api-key from ANTHROPIC_API_KEY, the
+// default for the provider. A provider the CLI does not know is refused
+// with its usage.
+func TestCLIChatAnthropic(t *testing.T) {
+	srv := anthropictest.New(
+		anthropictest.ToolUse("toolu_a", "issue_refund", `{"order_id": "ord-1", "amount": 5}`),
+		anthropictest.ToolUse("toolu_b", "issue_refund", `{"order_id": "ord-1", "amount": 5.0}`),
+		anthropictest.Text("Done."),
+	)
+	defer srv.Close()
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-cli-test")
+	stdout, stderr, code := runCLI(t, "chat", "--provider", "anthropic", "--base-url", srv.URL, "--model", "claude-test", "--json",
+		"--address", server.Address(), "refund ord-1")
+	require.Equal(t, 0, code, stderr)
+	lines, sum := parseTrace(t, stdout)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "executed", string(lines[0].Outcome))
+	assert.Equal(t, "cached", string(lines[1].Outcome), "the re-emitted refund is served")
+	assert.Equal(t, 1, sum.BodyInvocations["issue_refund"])
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3)
+	for _, r := range reqs {
+		assert.Equal(t, "sk-ant-cli-test", r.Header.Get("x-api-key"))
+	}
+	assert.Empty(t, srv.Violations())
+
+	_, stderr, code = runCLI(t, "chat", "--provider", "gemini", "--model", "m", "--address", server.Address(), "hi")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `--provider "gemini"`)
+}

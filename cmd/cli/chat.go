@@ -2,11 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strings"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/tulip-temporal/tulip/anthropicmodel"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
@@ -23,8 +25,55 @@ const ChatTaskQueue = "tulip-chat"
 const chatModel = "openai"
 
 type modelFlags struct {
-	baseURL, model, apiKeyEnv, keyHeader string
-	mcp                                  *mcpConfig // the MCP servers the worker offers
+	provider, baseURL, model, apiKeyEnv, keyHeader string
+	mcp                                            *mcpConfig // the MCP servers the worker offers
+}
+
+// providerFlag adds --provider to fs.
+func (mf *modelFlags) providerFlag(fs *flag.FlagSet) {
+	fs.StringVar(&mf.provider, "provider", "openai", `"openai": any OpenAI-compatible endpoint (--base-url); "anthropic": Anthropic's Messages API (key from ANTHROPIC_API_KEY; --base-url optional)`)
+}
+
+// missing reports whether the model flags lack what the provider needs.
+func (mf *modelFlags) missing() bool {
+	switch mf.provider {
+	case "anthropic":
+		return mf.model == ""
+	case "openai", "":
+		return mf.baseURL == "" || mf.model == ""
+	}
+	return false // newModel names the provider it does not know
+}
+
+// supportPrompt is the chat agent's system prompt.
+const supportPrompt = "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."
+
+// newModel is the model the flags name.
+func (mf *modelFlags) newModel() (activities.Model, error) {
+	switch mf.provider {
+	case "anthropic":
+		keyEnv := mf.apiKeyEnv
+		if keyEnv == "OPENAI_API_KEY" { // the flag's default is the OpenAI one
+			keyEnv = ""
+		}
+		return anthropicmodel.New(anthropicmodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: keyEnv, SystemPrompt: supportPrompt})
+	case "openai", "":
+		return openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
+			SystemPrompt: supportPrompt})
+	}
+	return nil, fmt.Errorf("--provider %q: use openai or anthropic", mf.provider)
+}
+
+// resumeFlags are the model flags a later 'tulip resume --db' needs.
+func (mf *modelFlags) resumeFlags() string {
+	s := fmt.Sprintf("--model %s", shellQuote(mf.model))
+	if mf.baseURL != "" {
+		s = fmt.Sprintf("--base-url %s ", shellQuote(mf.baseURL)) + s
+	}
+	if mf.provider != "" && mf.provider != "openai" {
+		s = fmt.Sprintf("--provider %s ", shellQuote(mf.provider)) + s
+	}
+	return s
 }
 
 // chatWorker starts the support agent's worker: the demo toolbox and hooks,
@@ -35,8 +84,7 @@ func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, err
 
 // chatWorkerOn is chatWorker on taskQueue.
 func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func(), *demo.Toolbox, error) {
-	m, err := openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
-		SystemPrompt: "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."})
+	m, err := mf.newModel()
 	if err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
@@ -60,7 +108,8 @@ func (e *env) chat(args []string) error {
 	mf := &modelFlags{}
 	fs.StringVar(&mf.baseURL, "base-url", "", "OpenAI-compatible API root, e.g. https://api.openai.com/v1 or http://localhost:11434/v1")
 	fs.StringVar(&mf.model, "model", "", "model name")
-	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the API key (read by the worker)")
+	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the API key (read by the worker; with --provider anthropic the default is ANTHROPIC_API_KEY)")
+	mf.providerFlag(fs.FlagSet)
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", `header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
 	mf.mcp = mcpFlags(fs)
 	thread := fs.String("thread", "", "thread id: reload its checkpoint, and resume it later by this name")
@@ -72,8 +121,8 @@ func (e *env) chat(args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if mf.baseURL == "" || mf.model == "" || fs.NArg() != 1 {
-		return usageError{`usage: tulip chat --base-url URL --model NAME [--thread T] [--agent A] [--hooks H,...] [--mcp NAME=COMMAND ARGS...] [--json] "message"`}
+	if mf.missing() || fs.NArg() != 1 {
+		return usageError{`usage: tulip chat [--provider openai|anthropic] --base-url URL --model NAME [--thread T] [--agent A] [--hooks H,...] [--mcp NAME=COMMAND ARGS...] [--json] "message"`}
 	}
 	if _, err := mf.mcp.build(); err != nil {
 		return err
@@ -197,7 +246,7 @@ func (e *env) explainInterrupt(h runclient.Handle, res *agentrun.RunResult, c *c
 	}
 	where := "--address " + shellQuote(c.address)
 	if c.address == "" {
-		where = fmt.Sprintf("--db %s --base-url %s --model %s", shellQuote(db), shellQuote(mf.baseURL), shellQuote(mf.model))
+		where = fmt.Sprintf("--db %s %s", shellQuote(db), mf.resumeFlags())
 		if mf.apiKeyEnv != "" && mf.apiKeyEnv != "OPENAI_API_KEY" {
 			where += " --api-key-env " + shellQuote(mf.apiKeyEnv)
 		}

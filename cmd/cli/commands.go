@@ -434,14 +434,15 @@ func (e *env) resume(args []string) error {
 	fs.StringVar(&mf.baseURL, "base-url", "", "with --db: the chat model's API root")
 	fs.StringVar(&mf.model, "model", "", "with --db: the chat model's name")
 	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "with --db: environment variable with the API key")
+	mf.providerFlag(fs.FlagSet)
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", `with --db: header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
 	mf.mcp = mcpFlags(fs)
 	asJSON := fs.Bool("json", false, "with --db: print the rest of the trace as JSON lines")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || (*db != "" && (mf.baseURL == "" || mf.model == "")) {
-		return usageError{"usage: tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal] [--db FILE --base-url URL --model NAME [--mcp NAME=COMMAND ARGS...]]"}
+	if fs.NArg() != 1 || (*db != "" && mf.missing()) {
+		return usageError{"usage: tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal] [--db FILE [--provider P] --base-url URL --model NAME [--mcp NAME=COMMAND ARGS...]]"}
 	}
 	if !mf.mcp.empty() && *db == "" {
 		return usageError{"--mcp flags need --db: only then does this process run the worker"}

@@ -47,7 +47,8 @@ func (e *env) serve(args []string) error {
 	mf := &modelFlags{}
 	fs.StringVar(&mf.baseURL, "base-url", "", "OpenAI-compatible API root of the model the worker calls (not needed with --no-worker)")
 	fs.StringVar(&mf.model, "model", "", "model name (not needed with --no-worker)")
-	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the model's API key (read by the worker)")
+	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the model's API key (read by the worker; with --provider anthropic the default is ANTHROPIC_API_KEY)")
+	mf.providerFlag(fs.FlagSet)
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", `header for the model's key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
 	mf.mcp = mcpFlags(fs)
 	var agents agentList
@@ -62,8 +63,8 @@ func (e *env) serve(args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 || (!*noWorker && (mf.baseURL == "" || mf.model == "")) {
-		return usageError{"usage: tulip serve (--base-url URL --model NAME | --no-worker) [--listen HOST:PORT] [--agent NAME]... [--hooks H,...] [--api-key-file FILE] [--db FILE | --address A] [--task-queue Q] [--mcp NAME=COMMAND ARGS...]"}
+	if fs.NArg() != 0 || (!*noWorker && mf.missing()) {
+		return usageError{"usage: tulip serve ([--provider openai|anthropic] --base-url URL --model NAME | --no-worker) [--listen HOST:PORT] [--agent NAME]... [--hooks H,...] [--api-key-file FILE] [--db FILE | --address A] [--task-queue Q] [--mcp NAME=COMMAND ARGS...]"}
 	}
 	if len(agents) == 0 {
 		agents = agentList{agentrun.DefaultAgent}
