@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -151,7 +152,9 @@ type Log struct {
 	thinIdxOf int
 	// names are the thin records' names, numbered.
 	names   []string
-	nameIdx map[string]uint32
+	nameIdx map[string]uint16
+	// text holds the thin records' call ids, keys and results.
+	text strings.Builder
 	// byTool lists each tool's records in log order, for NearestMiss.
 	byTool map[string][]int32
 }
@@ -239,7 +242,7 @@ func (l *Log) AppendPending(r Record, args *Args) *Record {
 // records that share the call's hash.
 func (l *Log) FindMatchingExecution(tool string, args *Args, response int) (*Record, Relation) {
 	if len(l.thinRecs) > 0 {
-		if i := l.findThin(tool, args.ArgsHash()); i >= 0 && l.thinRecs[i].response < response {
+		if i := l.findThin(tool, args.ArgsHash()); i >= 0 && l.thinRecs[i].responseOf() < response {
 			return l.thinRecord(i), EarlierTurn
 		}
 	}
@@ -450,7 +453,8 @@ func (l *Log) appendThin(r Record) error {
 	}
 	r.Seq = len(l.recs)
 	l.recs = append(l.recs, nil)
-	l.thinRecs = append(l.thinRecs, l.compact(&r))
+	t, _ := l.compact(&r)
+	l.thinRecs = append(l.thinRecs, t)
 	l.byTool[r.Tool] = append(l.byTool[r.Tool], int32(r.Seq))
 	return nil
 }

@@ -46,6 +46,12 @@ func TestThinRecordsCompact(t *testing.T) {
 		if rng.Intn(2) == 0 {
 			r.Holder = "holder-1"
 		}
+		switch i {
+		case 5:
+			r.Turn = 1 << 40
+		case 7:
+			r.Result = json.RawMessage{}
+		}
 		recs = append(recs, r)
 	}
 	l, err := FromRecords(400, recs)
@@ -84,4 +90,24 @@ func TestThinRecordsCompact(t *testing.T) {
 	require.Equal(t, 301, l.Len())
 	assert.False(t, l.At(300).Thin())
 	assert.Equal(t, 301, l.Settled())
+}
+
+// TestThinRecordFallback: a thin record the log cannot number (its table
+// of names full) is kept whole, and still matches by hash.
+func TestThinRecordFallback(t *testing.T) {
+	l := NewLog()
+	for i := range 1 << 16 {
+		l.name(fmt.Sprint("n", i))
+	}
+	a := mustParse(t, `{"x": 1}`)
+	r := Record{Tool: "new-tool", Response: 1, Run: "r", Turn: 1, CallID: "c1", Origin: Executed, Key: "k",
+		ArgsHash: a.ArgsHash(), Result: json.RawMessage(`{}`)}
+	require.NoError(t, l.appendThin(r))
+	l.responses = 1
+	r.next, r.prev = -1, -1
+	assert.Equal(t, r, *l.At(0))
+	rec, rel := l.FindMatchingExecution("new-tool", a, 2)
+	require.NotNil(t, rec)
+	assert.Equal(t, EarlierTurn, rel)
+	assert.Equal(t, r, *rec)
 }
