@@ -428,7 +428,8 @@ type estimate struct {
 }
 
 // internLines keeps the few distinct names of decoded trace lines (tools,
-// outcomes, relations) once each, not once a line.
+// outcomes, relations, near misses' reasons and paths) once each, not once
+// a line.
 func internLines(lines []TraceLine) {
 	names := map[string]string{}
 	intern := func(p *string) {
@@ -443,6 +444,12 @@ func internLines(lines []TraceLine) {
 		intern(&l.Tool)
 		intern((*string)(&l.Outcome))
 		intern((*string)(&l.Relation))
+		if nm := l.NearMiss; nm != nil {
+			intern((*string)(&nm.Reason))
+			for k := range nm.Differences {
+				intern(&nm.Differences[k].Path)
+			}
+		}
 	}
 }
 

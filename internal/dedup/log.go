@@ -390,13 +390,15 @@ func Restore(data []byte) (*Log, error) {
 func FromRecords(responses int, records []Record) (*Log, error) {
 	l := NewLog()
 	l.responses = responses
-	thin := 0
+	thin, text := 0, 0
 	for i := range records {
-		if records[i].Arguments == "" && records[i].ArgsHash != "" {
+		if r := &records[i]; r.Arguments == "" && r.ArgsHash != "" {
 			thin++
+			text += len(r.CallID) + len(r.Key) + len(r.Result)
 		}
 	}
 	l.recs, l.thinRecs = make([]*Record, 0, len(records)), make([]thinRec, 0, thin)
+	l.text.Grow(text)
 	s := snapshot{Responses: responses, Records: records}
 	// The records' few distinct names (tools, runs, origins) are kept once
 	// each, not once a record as decoding left them.
