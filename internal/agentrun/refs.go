@@ -389,12 +389,25 @@ func (r *run) stateEstimate() int {
 			size += len(snap)
 		}
 	}
-	for i := 0; i < r.log.Len(); i++ {
-		rec := r.log.At(i)
-		size += 400 + len(rec.Tool) + len(rec.CallID) + len(rec.Key) + len(rec.Run) + len(rec.Holder) + len(r.runID) + content(len(rec.Result))
+	recSize := func(rec *dedup.Record) int {
+		n := 400 + len(rec.Tool) + len(rec.CallID) + len(rec.Key) + len(rec.Run) + len(rec.Holder) + len(r.runID) + content(len(rec.Result))
 		if rec.Error != nil {
-			size += 64 + len(rec.Error.Type) + len(rec.Error.Message)
+			n += 64 + len(rec.Error.Type) + len(rec.Error.Message)
 		}
+		return n
+	}
+	// Thin records never change: their part is counted once (the log
+	// builds each one it gives out).
+	from := r.log.ThinLen()
+	if c := &r.thinEstimate; c.log != r.log || c.n != from {
+		*c = estimate{log: r.log, n: from}
+		for i := range from {
+			c.size += recSize(r.log.At(i))
+		}
+	}
+	size += r.thinEstimate.size
+	for i := from; i < r.log.Len(); i++ {
+		size += recSize(r.log.At(i))
 	}
 	for _, l := range r.trace {
 		size += 400 + len(l.CallID) + len(l.Tool) + len(l.Key) + len(r.runID) + content(len(l.Arguments)) + content(len(l.Result))
@@ -408,8 +421,15 @@ func (r *run) stateEstimate() int {
 	return size
 }
 
+// estimate is stateEstimate's count of a log's first n records.
+type estimate struct {
+	log     *dedup.Log
+	n, size int
+}
+
 // internLines keeps the few distinct names of decoded trace lines (tools,
-// outcomes, relations) once each, not once a line.
+// outcomes, relations, near misses' reasons and paths) once each, not once
+// a line.
 func internLines(lines []TraceLine) {
 	names := map[string]string{}
 	intern := func(p *string) {
@@ -424,6 +444,12 @@ func internLines(lines []TraceLine) {
 		intern(&l.Tool)
 		intern((*string)(&l.Outcome))
 		intern((*string)(&l.Relation))
+		if nm := l.NearMiss; nm != nil {
+			intern((*string)(&nm.Reason))
+			for k := range nm.Differences {
+				intern(&nm.Differences[k].Path)
+			}
+		}
 	}
 }
 

@@ -165,6 +165,8 @@ type callState struct {
 	dedup      bool         // the interceptor routes calls through calls (else: a run recorded without it, replaying)
 	executions int          // executions started (for non-idempotent keys)
 	baseLen    int          // log length after the thread's state loaded
+	// thinEstimate is stateEstimate's count of the log's thin records.
+	thinEstimate estimate
 }
 
 // conversation is the thread's conversation as the run holds it: its own

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -136,19 +137,27 @@ func (r *Record) Settle(result []byte, err *ToolError) {
 // value (the fuzz tests check it), so their records share a hash. It is not
 // safe for concurrent use; a workflow's coroutines never run at once.
 type Log struct {
-	recs      []*Record
+	recs      []*Record // nil for a thin record (thinRecs holds it)
 	byHash    map[uint64]chain
 	responses int
 	hs        *hasher
-	// thin indexes thin records by tool and ArgsHash, to the earliest. Thin
-	// records come before every full one (a run inherits them), so a thin
-	// match is always the earliest of its earlier-turn matches.
-	thin map[thinKey]int32
+	// thinRecs are the thin records, compactly (thin.go): records [0,
+	// len(thinRecs)). Thin records come before every full one (a run
+	// inherits them), so a thin match is always the earliest of its
+	// earlier-turn matches.
+	thinRecs []thinRec
+	// thinIdx indexes thinRecs by ArgsHash and tool (thin.go), built for
+	// the first thinIdxOf of them.
+	thinIdx   []int32
+	thinIdxOf int
+	// names are the thin records' names, numbered.
+	names   []string
+	nameIdx map[string]uint16
+	// text holds the thin records' call ids, keys and results.
+	text strings.Builder
 	// byTool lists each tool's records in log order, for NearestMiss.
 	byTool map[string][]int32
 }
-
-type thinKey struct{ tool, hash string }
 
 // chain links the records that share a hash, oldest first, through the
 // records themselves: a lookup allocates nothing and an append one record.
@@ -162,14 +171,18 @@ func NewLog() *Log {
 // Len is the number of records.
 func (l *Log) Len() int { return len(l.recs) }
 
+// ThinLen is the number of thin records: records [0, ThinLen()) are thin,
+// and never change.
+func (l *Log) ThinLen() int { return len(l.thinRecs) }
+
 // At returns record i. The caller must not change it.
-func (l *Log) At(i int) *Record { return l.recs[i] }
+func (l *Log) At(i int) *Record { return l.rec(i) }
 
 // Records returns copies of all records, in order.
 func (l *Log) Records() []Record {
 	out := make([]Record, len(l.recs))
-	for i, r := range l.recs {
-		out[i] = *r
+	for i := range l.recs {
+		out[i] = *l.rec(i)
 	}
 	return out
 }
@@ -228,9 +241,9 @@ func (l *Log) AppendPending(r Record, args *Args) *Record {
 // and NoMatch when neither exists. It never scans the log: it walks only the
 // records that share the call's hash.
 func (l *Log) FindMatchingExecution(tool string, args *Args, response int) (*Record, Relation) {
-	if len(l.thin) > 0 {
-		if i, ok := l.thin[thinKey{tool, args.ArgsHash()}]; ok && l.recs[i].Response < response {
-			return l.recs[i], EarlierTurn
+	if len(l.thinRecs) > 0 {
+		if i := l.findThin(tool, args.ArgsHash()); i >= 0 && l.thinRecs[i].responseOf() < response {
+			return l.thinRecord(i), EarlierTurn
 		}
 	}
 	c, ok := l.byHash[args.valueHashFor(l.hs, tool)]
@@ -279,7 +292,7 @@ func (l *Log) Snapshot() ([]byte, error) { return l.snapshot(len(l.recs)) }
 // records whose outcomes are known.
 func (l *Log) Settled() int {
 	for i, r := range l.recs {
-		if r.pending {
+		if r != nil && r.pending {
 			return i
 		}
 	}
@@ -292,8 +305,8 @@ func (l *Log) SnapshotSettled() ([]byte, error) { return l.snapshot(l.Settled())
 
 func (l *Log) snapshot(n int) ([]byte, error) {
 	recs := make([]Record, n)
-	for i, r := range l.recs[:n] {
-		recs[i] = *r
+	for i := range recs {
+		recs[i] = *l.rec(i)
 	}
 	return encodeSnapshot(l.responses, recs)
 }
@@ -305,7 +318,8 @@ func (l *Log) snapshot(n int) ([]byte, error) {
 // are. The records must be settled.
 func (l *Log) ThinSnapshot(n int, holder string, inline int, resultIn func(r *Record) (int, bool)) ([]byte, error) {
 	recs := make([]Record, n)
-	for i, r := range l.recs[:n] {
+	for i := range recs {
+		r := l.rec(i)
 		rec := *r
 		if !r.Thin() {
 			rec.ArgsHash, rec.Arguments, rec.Holder, rec.NearMiss = r.args.ArgsHash(), "", holder, nil
@@ -376,6 +390,15 @@ func Restore(data []byte) (*Log, error) {
 func FromRecords(responses int, records []Record) (*Log, error) {
 	l := NewLog()
 	l.responses = responses
+	thin, text := 0, 0
+	for i := range records {
+		if r := &records[i]; r.Arguments == "" && r.ArgsHash != "" {
+			thin++
+			text += len(r.CallID) + len(r.Key) + len(r.Result)
+		}
+	}
+	l.recs, l.thinRecs = make([]*Record, 0, len(records)), make([]thinRec, 0, thin)
+	l.text.Grow(text)
 	s := snapshot{Responses: responses, Records: records}
 	// The records' few distinct names (tools, runs, origins) are kept once
 	// each, not once a record as decoding left them.
@@ -421,7 +444,7 @@ func FromRecords(responses int, records []Record) (*Log, error) {
 // appendThin appends a thin record. Thin records come first: a log holds
 // them before any full one.
 func (l *Log) appendThin(r Record) error {
-	if len(l.recs) > 0 && !l.recs[len(l.recs)-1].Thin() {
+	if len(l.recs) > len(l.thinRecs) {
 		return errors.New("a thin record after a full one")
 	}
 	if len(r.ArgsHash) != 64 {
@@ -431,16 +454,9 @@ func (l *Log) appendThin(r Record) error {
 		return errors.New("a thin record names no holder")
 	}
 	r.Seq = len(l.recs)
-	rec := &r
-	rec.args, rec.pending, rec.vh = nil, false, 0
-	rec.next, rec.prev = -1, -1
-	l.recs = append(l.recs, rec)
+	l.recs = append(l.recs, nil)
+	t, _ := l.compact(&r)
+	l.thinRecs = append(l.thinRecs, t)
 	l.byTool[r.Tool] = append(l.byTool[r.Tool], int32(r.Seq))
-	if l.thin == nil {
-		l.thin = map[thinKey]int32{}
-	}
-	if _, ok := l.thin[thinKey{r.Tool, r.ArgsHash}]; !ok {
-		l.thin[thinKey{r.Tool, r.ArgsHash}] = int32(r.Seq)
-	}
 	return nil
 }

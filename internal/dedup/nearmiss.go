@@ -110,10 +110,10 @@ func (l *Log) NearestMiss(tool string, args, pre *Args, response, before int, id
 	var best *Record
 	bestDist := -1
 	for i := len(seqs) - 1; i >= 0 && i >= len(seqs)-NearMissCandidates; i-- {
-		rec := l.recs[seqs[i]]
-		if rec.Thin() {
+		if int(seqs[i]) < len(l.thinRecs) {
 			continue
 		}
+		rec := l.recs[seqs[i]]
 		limit := bestDist - 1 // only a nearer record counts
 		if bestDist < 0 {
 			limit = int(^uint(0) >> 1)
@@ -123,7 +123,7 @@ func (l *Log) NearestMiss(tool string, args, pre *Args, response, before int, id
 		}
 	}
 	if best == nil { // only thin records: their values are held elsewhere
-		rec := l.recs[seqs[len(seqs)-1]]
+		rec := l.rec(int(seqs[len(seqs)-1]))
 		return &NearMiss{Record: rec.Seq, CallID: rec.CallID, Reason: ReasonArguments}
 	}
 	nm := &NearMiss{Record: best.Seq, CallID: best.CallID, Reason: ReasonArguments}
@@ -187,9 +187,9 @@ func (l *Log) equalRecord(tool string, args *Args, before int) *Record {
 			}
 		}
 	}
-	if found == nil && len(l.thin) > 0 {
-		if i, ok := l.thin[thinKey{tool, args.ArgsHash()}]; ok && int(i) < before {
-			found = l.recs[i]
+	if found == nil && len(l.thinRecs) > 0 {
+		if i := l.findThin(tool, args.ArgsHash()); i >= 0 && i < before {
+			found = l.thinRecord(i)
 		}
 	}
 	return found
@@ -360,10 +360,10 @@ type Candidate struct {
 func (l *Log) Rank(tool string, args *Args, before int) []Candidate {
 	var out []Candidate
 	for _, s := range l.byTool[tool] {
-		rec := l.recs[s]
-		if int(s) >= before || rec.Thin() {
+		if int(s) >= before || int(s) < len(l.thinRecs) {
 			continue
 		}
+		rec := l.recs[s]
 		d, n := Diff(rec.args, args)
 		out = append(out, Candidate{Record: rec.Seq, CallID: rec.CallID, Response: rec.Response, Origin: rec.Origin, Distance: n, Differences: d})
 	}

@@ -54,16 +54,16 @@ func startMemWorker(b *testing.B, address, tq string, turns int) *memWorker {
 	return w
 }
 
-// mem is the process's resident set and heap in use after a garbage
-// collection that returned what it freed to the OS.
-func (w *memWorker) mem(b *testing.B) (rss, heap float64) {
+// mem is the process's resident set, heap in use and goroutine stacks
+// after a garbage collection that returned what it freed to the OS.
+func (w *memWorker) mem(b *testing.B) (rss, heap, stack float64) {
 	_, err := io.WriteString(w.in, "mem\n")
 	require.NoError(b, err)
 	line, err := w.out.ReadString('\n')
 	require.NoError(b, err)
-	_, err = fmt.Sscanf(line, "rss %g heap %g", &rss, &heap)
+	_, err = fmt.Sscanf(line, "rss %g heap %g stack %g", &rss, &heap, &stack)
 	require.NoError(b, err, "%q", line)
-	return rss, heap
+	return rss, heap, stack
 }
 
 // BenchmarkWorkerMemory measures what an open run costs a worker: a
@@ -73,11 +73,11 @@ func (w *memWorker) mem(b *testing.B) (rss, heap float64) {
 // plainly (held open by a signal it waits for), then tulip's (interrupted
 // for approval after its last turn; it continues as new every 250 turns,
 // so the open run holds the last segment and the state it carries by
-// reference). Reported: the resident set and the heap in use each run
-// adds (after a garbage collection returning what it freed), tulip's
-// against the bytes of its state (the tulip.state query's answer: the log,
-// trace and conversation the run holds), and tulip's resident set against
-// the plain loop's.
+// reference). Reported: the resident set, the heap in use and the
+// goroutine stacks each run adds (after a garbage collection returning
+// what it freed), tulip's against the bytes of its state (the tulip.state
+// query's answer: the log, trace and conversation the run holds), and
+// tulip's resident set against the plain loop's.
 //
 //	go test ./tests/bench -run '^$' -bench WorkerMemory -benchtime 1x
 func BenchmarkWorkerMemory(b *testing.B) {
@@ -90,7 +90,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	b.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	var perRun, perPlain, heapRun, heapPlain, stateBytes float64
+	var perRun, perPlain, heapRun, heapPlain, stackRun, stackPlain, stateBytes float64
 	for i := 0; i < b.N; i++ {
 		tq := fmt.Sprintf("bench-mem-%d", time.Now().UnixNano())
 		w := startMemWorker(b, srv.Address(), tq, turns)
@@ -105,7 +105,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
 		require.NoError(b, err)
 		require.Equal(b, agentrun.StatusCompleted, res.Status)
-		rss0, heap0 := w.mem(b)
+		rss0, heap0, stack0 := w.mem(b)
 
 		var g group
 		for k := range runs {
@@ -131,7 +131,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			})
 		}
 		require.NoError(b, g.Wait())
-		rss1, heap1 := w.mem(b)
+		rss1, heap1, stack1 := w.mem(b)
 
 		handles := make([]runclient.Handle, runs)
 		for k := range runs {
@@ -153,7 +153,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			})
 		}
 		require.NoError(b, g.Wait())
-		rss2, heap2 := w.mem(b)
+		rss2, heap2, stack2 := w.mem(b)
 		if path := os.Getenv("TULIP_BENCH_MEMORY_HEAP"); path != "" {
 			_, err := io.WriteString(w.in, "heap "+path+"\n")
 			require.NoError(b, err)
@@ -170,6 +170,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		}
 		perPlain, heapPlain = (rss1-rss0)/float64(runs), (heap1-heap0)/float64(runs)
 		perRun, heapRun = (rss2-rss1)/float64(runs), (heap2-heap1)/float64(runs)
+		stackPlain, stackRun = (stack1-stack0)/float64(runs), (stack2-stack1)/float64(runs)
 		_ = w.cmd.Process.Kill()
 	}
 	b.ReportMetric(perRun/stateBytes, "rss/state-bytes")
@@ -180,6 +181,8 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	b.ReportMetric(perPlain, "rss-bytes/run-plain-sdk")
 	b.ReportMetric(heapRun, "heap-bytes/run-tulip")
 	b.ReportMetric(heapPlain, "heap-bytes/run-plain-sdk")
+	b.ReportMetric(stackRun, "stack-bytes/run-tulip")
+	b.ReportMetric(stackPlain, "stack-bytes/run-plain-sdk")
 	b.ReportMetric(stateBytes, "state-bytes/run")
 	b.ReportMetric(perRun/perPlain, "tulip/plain-sdk")
 	b.ReportMetric(0, "ns/op")

@@ -3,8 +3,8 @@
 // whose runs take -turns turns and then stay open (tulip's interrupted for
 // approval, the plain loop waiting for a signal), so that the process holds
 // them in memory. Each line "mem" on stdin makes it collect garbage, return
-// it to the OS and print "rss BYTES heap BYTES" (VmRSS, HeapInuse); "heap
-// PATH" writes a heap profile to PATH.
+// it to the OS and print "rss BYTES heap BYTES stack BYTES" (VmRSS,
+// HeapInuse, StackInuse); "heap PATH" writes a heap profile to PATH.
 package main
 
 import (
@@ -127,30 +127,30 @@ func run(address, tq string, turns, cache int) error {
 		if strings.TrimSpace(in.Text()) != "mem" {
 			continue
 		}
-		rss, heap, err := mem()
+		rss, heap, stack, err := mem()
 		if err != nil {
 			return err
 		}
-		fmt.Printf("rss %d heap %d\n", rss, heap)
+		fmt.Printf("rss %d heap %d stack %d\n", rss, heap, stack)
 	}
 	return nil
 }
 
 // mem collects garbage, returns it to the OS, and reads VmRSS.
-func mem() (rss, heap uint64, err error) {
+func mem() (rss, heap, stack uint64, err error) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
 			kb, err := strconv.ParseUint(f[1], 10, 64)
-			return kb * 1024, ms.HeapInuse, err
+			return kb * 1024, ms.HeapInuse, ms.StackInuse, err
 		}
 	}
-	return 0, 0, errors.New("no VmRSS in /proc/self/status")
+	return 0, 0, 0, errors.New("no VmRSS in /proc/self/status")
 }
