@@ -115,29 +115,8 @@ func FetchMessages(ctx context.Context, c client.Client, workflowID, runID strin
 // from stored (the thread's state in full, from its store) when stored has
 // them.
 func fetchMessages(ctx context.Context, c client.Client, workflowID, runID string, from, to int, stored []Message) ([]Message, error) {
-	p := pager{c: c, workflowID: workflowID}
-	out := make([]Message, 0, to-from)
-	err := p.walk(ctx, runID, PageRequest{Kind: PageMessages}, from, to, func(run string, req PageRequest) (int, string, error) {
-		var pg Page
-		if err := p.page(ctx, run, req, &pg); err != nil {
-			if deleted(err) && req.To > req.From && req.To <= len(stored) {
-				out = append(out, stored[req.From:req.To]...)
-				return req.To, "", nil
-			}
-			return 0, "", err
-		}
-		if pg.Holder == "" {
-			if len(pg.Messages) != pg.Next-req.From {
-				return 0, "", fmt.Errorf("run %s answered %d messages for [%d, %d)", run, len(pg.Messages), req.From, pg.Next)
-			}
-			out = append(out, pg.Messages...)
-		}
-		return pg.Next, pg.Holder, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return fetchPages(ctx, c, workflowID, runID, PageRequest{Kind: PageMessages}, from, to, stored,
+		func(pg *Page) []Message { return pg.Messages })
 }
 
 // FetchRecords reads records [from, to) of agent's log as run runID of
@@ -152,9 +131,19 @@ func FetchRecords(ctx context.Context, c client.Client, workflowID, runID, agent
 // from stored (the agent's log in full, from the thread's store) when
 // stored has them.
 func fetchRecords(ctx context.Context, c client.Client, workflowID, runID, agent string, from, to int, stored []dedup.Record) ([]dedup.Record, error) {
+	return fetchPages(ctx, c, workflowID, runID, PageRequest{Kind: PageRecords, Agent: agent}, from, to, stored,
+		func(pg *Page) []dedup.Record { return pg.Records })
+}
+
+// fetchPages reads items [from, to) of the kind req names, as run runID
+// of workflowID holds them, each page from the run that holds it (items
+// picks them out of a page); a page a deleted run held comes from stored
+// when stored has it.
+func fetchPages[T any](ctx context.Context, c client.Client, workflowID, runID string, req PageRequest, from, to int, stored []T,
+	items func(*Page) []T) ([]T, error) {
 	p := pager{c: c, workflowID: workflowID}
-	out := make([]dedup.Record, 0, to-from)
-	err := p.walk(ctx, runID, PageRequest{Kind: PageRecords, Agent: agent}, from, to, func(run string, req PageRequest) (int, string, error) {
+	out := make([]T, 0, to-from)
+	err := p.walk(ctx, runID, req, from, to, func(run string, req PageRequest) (int, string, error) {
 		var pg Page
 		if err := p.page(ctx, run, req, &pg); err != nil {
 			if deleted(err) && req.To > req.From && req.To <= len(stored) {
@@ -164,10 +153,11 @@ func fetchRecords(ctx context.Context, c client.Client, workflowID, runID, agent
 			return 0, "", err
 		}
 		if pg.Holder == "" {
-			if len(pg.Records) != pg.Next-req.From {
-				return 0, "", fmt.Errorf("run %s answered %d records for [%d, %d)", run, len(pg.Records), req.From, pg.Next)
+			got := items(&pg)
+			if len(got) != pg.Next-req.From {
+				return 0, "", fmt.Errorf("run %s answered %d %s for [%d, %d)", run, len(got), req.Kind, req.From, pg.Next)
 			}
-			out = append(out, pg.Records...)
+			out = append(out, got...)
 		}
 		return pg.Next, pg.Holder, nil
 	})
