@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -517,14 +516,8 @@ func (e *NotInterruptedError) Kind() tulip.ErrorKind { return tulip.NotInterrupt
 // Kind is the failure's tulip kind: its type when tulip raised it, else
 // tulip.RunFailed.
 func (e *RunFailedError) Kind() tulip.ErrorKind {
-	if t := e.Type(); t == "tulip.Canceled" {
-		return tulip.Cancelled
-	} else if strings.HasPrefix(t, "tulip.") {
-		return tulip.ErrorKind(t)
-	}
-	var key *codec.KeyError
-	if errors.As(e.Err, &key) {
-		return tulip.CodecKey
+	if k := tulip.KindOf(e.Err); k != "" {
+		return k
 	}
 	return tulip.RunFailed
 }
