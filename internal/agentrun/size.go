@@ -71,7 +71,27 @@ func lineMin(l *TraceLine) int {
 	if l.Error != nil {
 		n += len(*l.Error)
 	}
+	if nm := l.NearMiss; nm != nil {
+		n += len(`,"near_miss":{"record":0,"call_id":"","reason":""}`) + len(nm.CallID) + len(nm.Reason)
+		if len(nm.Differences) > 0 {
+			n += len(`,"differences":[]`) + len(nm.Differences) - 1
+			for _, d := range nm.Differences {
+				n += len(`{"path":""}`) + len(d.Path) + rawMember("was", d.Was) + rawMember("now", d.Now)
+			}
+		}
+		if nm.Distance != 0 {
+			n += len(`,"distance":0`)
+		}
+	}
 	return n
+}
+
+// rawMember is the least an omitempty raw member adds when it is set.
+func rawMember(name string, v json.RawMessage) int {
+	if len(v) == 0 {
+		return 0
+	}
+	return len(name) + 4 + rawMin(v)
 }
 
 // linesOver reports whether lines surely encode to more than limit bytes

@@ -88,7 +88,7 @@ func (r *run) openStream(ctx wf.Context) error {
 	if c := r.in.Continued; c != nil {
 		prior = c.Stream
 	}
-	opts := streams.Options{CarryBytes: streamCarryBytes}
+	opts := streams.Options{CarryBytes: streamCarryBytes, ReadOnDemand: r.streamOnDemand}
 	// Runs recorded before the run refused other publishers append every
 	// batch signalled to them, as they did. A run that streams text asks
 	// at its start (its model activity needs the token); any other asks

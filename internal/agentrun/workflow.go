@@ -156,6 +156,9 @@ type features struct {
 	carriesThread bool // tulip-thread-state: threads carry their conversation, runs continue as new
 	stateByRef    bool // tulip-state-by-ref: state handed on by reference (refs.go)
 	parallelCalls bool // tulip-parallel-calls: the calls of a response run at once
+	// streamOnDemand (tulip-state-by-ref version 2): the live stream has
+	// no coroutine; it reads its signals when it is read.
+	streamOnDemand bool
 }
 
 // callState is the run's execution log and what its keys count.
@@ -272,7 +275,13 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 	r.carriesThread = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
 	// Runs recorded before state went by reference carry and leave it in
 	// full (carry.go, state.go).
-	r.stateByRef = r.carriesThread && wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 1) == 1
+	// Version 2 of the same gate (no marker of its own, so a new run's
+	// history is no longer): the stream reads its signals when it is read,
+	// with no coroutine of its own (streams.Options.ReadOnDemand).
+	if r.carriesThread {
+		v := wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 2)
+		r.stateByRef, r.streamOnDemand = v >= 1, v >= 2
+	}
 	if err := r.openStream(ctx); err != nil {
 		return RunResult{}, err
 	}

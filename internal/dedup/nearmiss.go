@@ -121,6 +121,11 @@ func (l *Log) NearestMiss(tool string, args, pre *Args, response, before int, id
 		if d := distance(&rec.args.val, &args.val, limit); d <= limit {
 			best, bestDist = rec, d
 		}
+		if bestDist == 1 {
+			// None is nearer: a record whose values all equal the call's
+			// is equalRecord's, above. Of equally near, this is the latest.
+			break
+		}
 	}
 	if best == nil { // only thin records: their values are held elsewhere
 		rec := l.rec(int(seqs[len(seqs)-1]))

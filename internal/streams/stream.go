@@ -38,6 +38,15 @@ type Options struct {
 	// batches). Zero value: every batch (anyone who can signal the run
 	// publishes, on any topic).
 	Accept func(PublishInput) bool `json:"-"`
+	// ReadOnDemand reads the batches published by signal when the stream
+	// is read (Sync, a poll, Settle, Drain, State) instead of by a
+	// coroutine of its own: the SDK resumes every coroutine of a workflow
+	// on each pass of each workflow task, so the coroutine costs every
+	// task (and every replay) a resume even when nothing is published.
+	// Batches then take their offsets at the next read, not in the pass
+	// after they arrive: a workflow that changes it for runs in flight
+	// gates it by a version. Zero value: a coroutine.
+	ReadOnDemand bool
 }
 
 func (o Options) withDefaults() Options {
@@ -109,6 +118,9 @@ func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
 	}
 	ch := workflow.GetSignalChannel(ctx, PublishSignal)
 	s.ch = ch
+	if opts.ReadOnDemand {
+		return s, s.register(ctx)
+	}
 	// The coroutine waits for batches without receiving: a coroutine
 	// blocked in Receive is handed an arriving signal directly, where the
 	// main coroutine's Sync cannot see it, and a piece could then come
@@ -121,6 +133,11 @@ func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
 			s.Sync()
 		}
 	})
+	return s, s.register(ctx)
+}
+
+// register sets the stream's poll update and offset query handlers.
+func (s *Stream) register(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, PollUpdate, s.onPoll, workflow.UpdateHandlerOptions{
 		Validator: func(in PollInput) error {
 			if s.draining {
@@ -132,20 +149,17 @@ func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
 			return nil
 		},
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, OffsetQuery, func() (int64, error) { return s.Offset(), nil }); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return workflow.SetQueryHandler(ctx, OffsetQuery, func() (int64, error) { return s.Offset(), nil })
 }
 
 // Sync appends the batches published by signal that have arrived but not
 // been appended yet. Signals are read by a coroutine of their own, which
-// runs after the workflow's main coroutine in a workflow task: call Sync
-// before publishing what must come after them (an activity's pieces,
-// signalled before it completed, before the workflow's item about its
-// result).
+// runs after the workflow's main coroutine in a workflow task (or, with
+// ReadOnDemand, when the stream is read): call Sync before publishing
+// what must come after them (an activity's pieces, signalled before it
+// completed, before the workflow's item about its result).
 func (s *Stream) Sync() {
 	for {
 		var in PublishInput
@@ -291,10 +305,11 @@ func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) 
 	id := s.nextPoll
 	s.nextPoll++
 	s.parked[id] = max(in.FromOffset, s.base)
-	err := workflow.Await(ctx, func() bool {
+	ready := func() bool {
 		return s.draining || (in.FromOffset != 0 && in.FromOffset < s.base) ||
 			int64(len(s.log)) > max(in.FromOffset-s.base, 0)
-	})
+	}
+	err := s.await(ctx, ready)
 	delete(s.parked, id)
 	if err != nil {
 		return PollResult{}, err
@@ -329,6 +344,23 @@ func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) 
 	return res, nil
 }
 
+// await waits until ready; with ReadOnDemand it reads the batches that
+// arrive meanwhile, as the coroutine would.
+func (s *Stream) await(ctx workflow.Context, ready func() bool) error {
+	if !s.opts.ReadOnDemand {
+		return workflow.Await(ctx, ready)
+	}
+	for {
+		s.Sync()
+		if ready() {
+			return nil
+		}
+		if err := workflow.Await(ctx, func() bool { return ready() || s.ch.Len() > 0 }); err != nil {
+			return err
+		}
+	}
+}
+
 // Settle waits, up to grace, until the subscribers have read the last
 // item: until every poll waiting asks for what comes after it, or no
 // subscriber polled within ReadWindow. Call it before Drain when the run
@@ -355,6 +387,9 @@ func (s *Stream) Settle(ctx workflow.Context, grace time.Duration) error {
 		}
 		return true
 	}
+	if s.opts.ReadOnDemand {
+		s.Sync()
+	}
 	if caughtUp() {
 		return nil
 	}
@@ -368,6 +403,9 @@ func (s *Stream) Settle(ctx workflow.Context, grace time.Duration) error {
 // it before continue-as-new, and before the run returns, so that open
 // subscribers read every item.
 func (s *Stream) Drain(ctx workflow.Context) error {
+	if s.opts.ReadOnDemand {
+		s.Sync()
+	}
 	s.draining = true
 	return workflow.Await(ctx, func() bool { return s.polls == 0 })
 }
@@ -382,6 +420,9 @@ func (s *Stream) Draining() bool { return s.draining }
 func (s *Stream) State() (*State, error) {
 	if !s.draining {
 		return nil, errors.New("streams: State before Drain")
+	}
+	if s.opts.ReadOnDemand {
+		s.Sync()
 	}
 	now := s.now()
 	read := int64(-1)

@@ -24,7 +24,12 @@ type harnessInput struct {
 	Lazy    bool     // PublishLazy rather than Publish
 }
 
+// onDemand runs the harness's streams with ReadOnDemand
+// (TestReadOnDemand).
+var onDemand bool
+
 func harnessWorkflow(ctx workflow.Context, in harnessInput) (*State, error) {
+	in.Opts.ReadOnDemand = in.Opts.ReadOnDemand || onDemand
 	s, err := New(ctx, in.Prior, in.Opts)
 	if err != nil {
 		return nil, err
@@ -51,6 +56,7 @@ type outcome struct {
 	err      error
 	rejected bool
 	done     bool
+	at       time.Time // the test environment's clock when it completed
 }
 
 type harness struct {
@@ -76,7 +82,7 @@ func (h *harness) poll(delay time.Duration, in PollInput) *outcome {
 			OnAccept: func() {},
 			OnReject: func(err error) { o.err, o.rejected, o.done = err, true, true },
 			OnComplete: func(v any, err error) {
-				o.done, o.err = true, err
+				o.done, o.err, o.at = true, err, h.env.Now()
 				if err == nil {
 					o.res = v.(PollResult)
 				}
@@ -131,6 +137,39 @@ func errType(err error) string {
 		return app.Type()
 	}
 	return ""
+}
+
+// TestReadOnDemand runs the harness's tests again with a stream that has
+// no coroutine: it reads its signals when it is read.
+func TestReadOnDemand(t *testing.T) {
+	onDemand = true
+	defer func() { onDemand = false }()
+	for name, test := range map[string]func(*testing.T){
+		"PollReadsWhatWasPublished":          TestPollReadsWhatWasPublished,
+		"PublisherDeduplication":             TestPublisherDeduplication,
+		"Truncation":                         TestTruncation,
+		"PollAnswerIsBounded":                TestPollAnswerIsBounded,
+		"DrainAnswersOpenPollsAndRefusesNew": TestDrainAnswersOpenPollsAndRefusesNewOnes,
+		"StateCarriesWhatReadersHaveNotRead": TestStateCarriesWhatReadersHaveNotRead,
+		"PublishedWhileParkedWakesThePoll":   testPublishedWhileParked,
+	} {
+		t.Run(name, test)
+	}
+}
+
+// testPublishedWhileParked: a poll parked before anything is published
+// by signal is answered by the batch when it arrives, not at the
+// workflow's next Sync.
+func testPublishedWhileParked(t *testing.T) {
+	h := newHarness(t)
+	start := h.env.Now()
+	parked := h.poll(time.Second, PollInput{})
+	h.signal(2*time.Second, PublishSignal, PublishInput{Items: []PublishEntry{entry(t, "t", "late")}, PublisherID: "p", Sequence: 1})
+	h.run(harnessInput{}, 5*time.Second)
+	require.True(t, parked.done)
+	require.NoError(t, parked.err)
+	assert.Equal(t, []string{"0:t=late"}, values(t, parked.res.Items))
+	assert.Less(t, parked.at.Sub(start), 3*time.Second, "answered when the batch arrived (2s), not at the finish (5s)")
 }
 
 func TestPollReadsWhatWasPublished(t *testing.T) {

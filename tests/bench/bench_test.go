@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"testing"
 	"time"
@@ -86,29 +88,34 @@ func record(b *testing.B, srv *devserver.Server, run scenario.Run, sequential bo
 
 // plainAgent is the same agent loop written plainly with the SDK, no tulip
 // at all: a model turn that returns n calls, the n tool activities at
-// once, a final model turn. It is the baseline a user would compare tulip
-// against.
+// once, a final model turn that is sent their results (what any agent
+// loop sends its model: without them the model never sees what the tools
+// did; tulip's second model call sends the same messages, its model
+// activity holding the earlier ones). It is the baseline a user would
+// compare tulip against.
 func plainAgent(ctx wf.Context, n int) (int, error) {
 	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
 	var calls []activities.ToolCall
-	if err := wf.ExecuteActivity(ao, "plain.Model", 1, n).Get(ctx, &calls); err != nil {
+	if err := wf.ExecuteActivity(ao, "plain.Model", 1, n, nil).Get(ctx, &calls); err != nil {
 		return 0, err
 	}
 	futures := make([]wf.Future, len(calls))
 	for i, c := range calls {
 		futures[i] = wf.ExecuteActivity(ao, plainsdk.ToolActivity, c.Name, c.Arguments)
 	}
-	for _, f := range futures {
+	results := make([]activities.Message, len(calls))
+	for i, f := range futures {
 		var out json.RawMessage
 		if err := f.Get(ctx, &out); err != nil {
 			return 0, err
 		}
+		results[i] = activities.Message{Role: "tool", ToolCallID: calls[i].ID, Content: string(out)}
 	}
 	var none []activities.ToolCall
-	return len(calls), wf.ExecuteActivity(ao, "plain.Model", 2, n).Get(ctx, &none)
+	return len(calls), wf.ExecuteActivity(ao, "plain.Model", 2, n, results).Get(ctx, &none)
 }
 
-func plainModel(_ context.Context, turn, n int) ([]activities.ToolCall, error) {
+func plainModel(_ context.Context, turn, n int, _ []activities.Message) ([]activities.ToolCall, error) {
 	if turn > 1 {
 		return nil, nil
 	}
@@ -183,8 +190,11 @@ func BenchmarkReplay(b *testing.B) {
 		// falls on both alike.
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			var spent [3]time.Duration
+			var allocs [3]uint64
+			var ms runtime.MemStats
 			reps := [3]sdkworker.WorkflowReplayer{withPlugin, without, plainReplayer}
 			hs := [3]*historypb.History{hist, hist, plain[n]}
+			arms := [3]string{"plugin", "without", "plain"}
 			for range 3 { // warm-up
 				for j := range 3 {
 					require.NoError(b, reps[j].ReplayWorkflowHistory(quiet(), hs[j]))
@@ -194,11 +204,21 @@ func BenchmarkReplay(b *testing.B) {
 			for b.Loop() {
 				for k := range 3 {
 					j := (i + k) % 3
+					runtime.ReadMemStats(&ms)
+					before := ms.TotalAlloc
 					start := time.Now()
-					if err := reps[j].ReplayWorkflowHistory(quiet(), hs[j]); err != nil {
+					var err error
+					// The arm's label goes to the goroutines the replay
+					// starts: go tool pprof -tagfocus arm=plugin.
+					pprof.Do(context.Background(), pprof.Labels("arm", arms[j]), func(context.Context) {
+						err = reps[j].ReplayWorkflowHistory(quiet(), hs[j])
+					})
+					if err != nil {
 						b.Fatal(err)
 					}
 					spent[j] += time.Since(start)
+					runtime.ReadMemStats(&ms)
+					allocs[j] += ms.TotalAlloc - before
 				}
 				i++
 			}
@@ -208,6 +228,7 @@ func BenchmarkReplay(b *testing.B) {
 			ratio := float64(spent[0]) / float64(spent[2])
 			b.ReportMetric(ratio, "plugin/plain-sdk")
 			b.ReportMetric(float64(len(hist.Events)), "events")
+			b.ReportMetric(float64(allocs[0])/float64(allocs[2]), "alloc-plugin/plain-sdk")
 			b.Logf("N=%d plugin/plain-sdk %.2f, goal <= %.2f (aim %.2f): %s", n, ratio, replayGoal, replayAim, verdict(ratio <= replayGoal))
 		})
 	}

@@ -1,0 +1,106 @@
+package activities
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// A tool call's input is encoded, and its output decoded, in workflow
+// code: for every call, on every replay too. Both go without reflection
+// here, and give what encoding/json gives (TestToolInputJSON,
+// TestToolOutputJSON hold them to it).
+
+// MarshalJSON writes in as json.Marshal writes the struct.
+func (in ToolInput) MarshalJSON() ([]byte, error) {
+	n := 96 + len(in.Tool) + len(in.CallID) + len(in.Arguments) + len(in.IdempotencyKey) + len(in.Agent) + len(in.Thread) + len(in.Toolset)
+	b := make([]byte, 0, n+n/8)
+	b = append(b, `{"tool":`...)
+	b = appendJSONString(b, in.Tool)
+	b = append(b, `,"call_id":`...)
+	b = appendJSONString(b, in.CallID)
+	b = append(b, `,"arguments":`...)
+	b = appendJSONString(b, in.Arguments)
+	b = append(b, `,"idempotency_key":`...)
+	b = appendJSONString(b, in.IdempotencyKey)
+	b = append(b, `,"agent":`...)
+	b = appendJSONString(b, in.Agent)
+	if in.Thread != "" {
+		b = append(b, `,"thread":`...)
+		b = appendJSONString(b, in.Thread)
+	}
+	if in.Toolset != "" {
+		b = append(b, `,"toolset":`...)
+		b = appendJSONString(b, in.Toolset)
+	}
+	return append(b, '}'), nil
+}
+
+// toolOutputFields is ToolOutput without its methods, for what the fast
+// path below does not take.
+type toolOutputFields ToolOutput
+
+// UnmarshalJSON reads a tool output as json.Unmarshal reads the struct.
+// encoding/json has checked that data is one valid JSON value before it
+// calls this; what a tool activity writes ({"result":...}, and
+// "result_in" after it) is read by a scan, anything else by
+// encoding/json.
+func (o *ToolOutput) UnmarshalJSON(data []byte) error {
+	const head = `{"result":`
+	if bytes.HasPrefix(data, []byte(head)) {
+		end := skipJSONValue(data, len(head))
+		switch rest := data[end:]; {
+		case len(rest) == 1 && rest[0] == '}':
+			o.Result = append(json.RawMessage(nil), data[len(head):end]...)
+			return nil
+		case bytes.HasPrefix(rest, []byte(`,"result_in":`)) && rest[len(rest)-1] == '}':
+			if n, err := strconv.Atoi(string(rest[len(`,"result_in":`) : len(rest)-1])); err == nil {
+				o.Result = append(json.RawMessage(nil), data[len(head):end]...)
+				o.ResultIn = &n
+				return nil
+			}
+		}
+	}
+	return json.Unmarshal(data, (*toolOutputFields)(o))
+}
+
+// skipJSONValue returns where the JSON value that starts at data[i] ends.
+// data must be valid JSON with no whitespace between i and the value's
+// end (what json.Marshal writes); for anything else it returns an index
+// that the caller's checks refuse.
+func skipJSONValue(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '"':
+			i++
+			for i < len(data) && data[i] != '"' {
+				if data[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+			i++
+		case ',':
+			if depth == 0 {
+				return i
+			}
+			i++
+		default:
+			i++
+		}
+		if depth == 0 && i < len(data) && (data[i] == ',' || data[i] == '}' || data[i] == ']') {
+			return i
+		}
+	}
+	return i
+}
