@@ -12,9 +12,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,12 +171,13 @@ func BenchmarkReplay(b *testing.B) {
 	srv, err := devserver.Start(devserver.Options{})
 	require.NoError(b, err)
 	hists, plain := map[int]*historypb.History{}, map[int]*historypb.History{}
-	for _, n := range []int{100, 1000} {
+	ns := replayNs(b)
+	for _, n := range ns {
 		hists[n] = record(b, srv, sequentialRun(n), false)
 		plain[n] = recordPlain(b, srv, n)
 	}
 	srv.Stop()
-	for _, n := range []int{100, 1000} {
+	for _, n := range ns {
 		hist := hists[n]
 		plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
 		require.NoError(b, err)
@@ -232,6 +236,24 @@ func BenchmarkReplay(b *testing.B) {
 			b.Logf("N=%d plugin/plain-sdk %.2f, goal <= %.2f (aim %.2f): %s", n, ratio, replayGoal, replayAim, verdict(ratio <= replayGoal))
 		})
 	}
+}
+
+// replayNs is the numbers of calls BenchmarkReplay replays: 100 and
+// 1,000, or TULIP_BENCH_REPLAY_N (say "1,10,100": a run's fixed cost
+// against its cost per call).
+func replayNs(b *testing.B) []int {
+	env := os.Getenv("TULIP_BENCH_REPLAY_N")
+	if env == "" {
+		return []int{100, 1000}
+	}
+	var ns []int
+	for _, f := range strings.Split(env, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		require.NoError(b, err, "TULIP_BENCH_REPLAY_N")
+		require.Positive(b, n, "TULIP_BENCH_REPLAY_N")
+		ns = append(ns, n)
+	}
+	return ns
 }
 
 // The goal of issue 34 for BenchmarkReplay's plugin/plain-sdk (at N=100
