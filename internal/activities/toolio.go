@@ -7,12 +7,22 @@ import (
 )
 
 // A tool call's input is encoded, and its output decoded, in workflow
-// code: for every call, on every replay too. Both go without reflection
-// here, and give what encoding/json gives (TestToolInputJSON,
-// TestToolOutputJSON hold them to it).
+// code: for every call, on every replay too. The workflow hands the SDK
+// these two types, whose JSON is ToolInput's and ToolOutput's, written
+// and read without reflection (TestToolInputJSON, TestToolOutputJSON hold
+// them to encoding/json). The public types keep no methods, so a type
+// that embeds them encodes as before.
 
-// MarshalJSON writes in as json.Marshal writes the struct.
-func (in ToolInput) MarshalJSON() ([]byte, error) {
+// ToolInputJSON is a ToolInput as the workflow passes it to a tool
+// activity.
+type ToolInputJSON ToolInput
+
+// ToolOutputJSON is a ToolOutput as the workflow reads it from a tool
+// activity's future (a served call's future holds one too).
+type ToolOutputJSON ToolOutput
+
+// MarshalJSON writes in as json.Marshal writes a ToolInput.
+func (in ToolInputJSON) MarshalJSON() ([]byte, error) {
 	n := 96 + len(in.Tool) + len(in.CallID) + len(in.Arguments) + len(in.IdempotencyKey) + len(in.Agent) + len(in.Thread) + len(in.Toolset)
 	b := make([]byte, 0, n+n/8)
 	b = append(b, `{"tool":`...)
@@ -36,19 +46,19 @@ func (in ToolInput) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// toolOutputFields is ToolOutput without its methods, for what the fast
-// path below does not take.
-type toolOutputFields ToolOutput
-
-// UnmarshalJSON reads a tool output as json.Unmarshal reads the struct.
-// encoding/json has checked that data is one valid JSON value before it
-// calls this; what a tool activity writes ({"result":...}, and
-// "result_in" after it) is read by a scan, anything else by
-// encoding/json.
-func (o *ToolOutput) UnmarshalJSON(data []byte) error {
+// UnmarshalJSON reads a tool output as json.Unmarshal reads a
+// ToolOutput. encoding/json has checked that data is one valid JSON value
+// before it calls this; what a tool activity writes ({"result":...}, and
+// "result_in" after it, no whitespace around the value) is read by a
+// scan, anything else by encoding/json.
+func (o *ToolOutputJSON) UnmarshalJSON(data []byte) error {
 	const head = `{"result":`
-	if bytes.HasPrefix(data, []byte(head)) {
+	if bytes.HasPrefix(data, []byte(head)) && len(data) > len(head) && !isJSONSpace(data[len(head)]) {
 		end := skipJSONValue(data, len(head))
+		if isJSONSpace(data[end-1]) {
+			// Whitespace after the value: encoding/json leaves it out.
+			return json.Unmarshal(data, (*ToolOutput)(o))
+		}
 		switch rest := data[end:]; {
 		case len(rest) == 1 && rest[0] == '}':
 			o.Result = append(json.RawMessage(nil), data[len(head):end]...)
@@ -61,8 +71,10 @@ func (o *ToolOutput) UnmarshalJSON(data []byte) error {
 			}
 		}
 	}
-	return json.Unmarshal(data, (*toolOutputFields)(o))
+	return json.Unmarshal(data, (*ToolOutput)(o))
 }
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // skipJSONValue returns where the JSON value that starts at data[i] ends.
 // data must be valid JSON with no whitespace between i and the value's

@@ -20,18 +20,14 @@ func randomText(rng *rand.Rand) string {
 	return s
 }
 
-// toolInputFields is ToolInput without MarshalJSON: what encoding/json
-// writes for the struct.
-type toolInputFields ToolInput
-
 func TestToolInputJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range 20000 {
 		in := ToolInput{Tool: randomText(rng), CallID: randomText(rng), Arguments: randomText(rng), IdempotencyKey: randomText(rng),
 			Agent: randomText(rng), Thread: randomText(rng), Toolset: randomText(rng)}
-		want, err := json.Marshal(toolInputFields(in))
+		want, err := json.Marshal(in)
 		require.NoError(t, err)
-		got, err := json.Marshal(in)
+		got, err := json.Marshal(ToolInputJSON(in))
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got), "input %d", i)
 	}
@@ -56,12 +52,12 @@ func TestToolOutputJSON(t *testing.T) {
 		return b
 	}
 	check := func(i int, data []byte) {
-		var want toolOutputFields
+		var want ToolOutput
 		wantErr := json.Unmarshal(data, &want)
-		var got ToolOutput
+		var got ToolOutputJSON
 		gotErr := json.Unmarshal(data, &got)
 		require.Equal(t, wantErr != nil, gotErr != nil, "output %d: %s", i, data)
-		require.Equal(t, ToolOutput(want), got, "output %d: %s", i, data)
+		require.Equal(t, want, ToolOutput(got), "output %d: %s", i, data)
 	}
 	for i := range 20000 {
 		out := ToolOutput{Result: values()}
@@ -69,13 +65,14 @@ func TestToolOutputJSON(t *testing.T) {
 			n := rng.IntN(5000) - 10
 			out.ResultIn = &n
 		}
-		data, err := json.Marshal(toolOutputFields(out))
+		data, err := json.Marshal(out)
 		require.NoError(t, err)
 		check(i, data)
 	}
 	// What a tool activity does not write goes to encoding/json.
 	for i, data := range []string{`{}`, `{"result_in":3,"result":1}`, `{ "result": 1 }`, `{"result":1,"other":2}`, `{"result":1,"result_in":1.5}`,
-		`{"result":"a","result_in":-2}`, `null`, `{"result":{"result_in":4}}`, `{"result":[1,2],"result_in":7}`} {
+		`{"result":"a","result_in":-2}`, `null`, `{"result":{"result_in":4}}`, `{"result":[1,2],"result_in":7}`,
+		`{"result": 1}`, `{"result":1 }`, `{"result":{"a": 1} }`, "{\"result\":[1]\n}", `{"result":true ,"result_in":2}`, `{"result":1,"result_in": 3}`} {
 		check(-i, []byte(data))
 	}
 }

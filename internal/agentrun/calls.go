@@ -36,8 +36,9 @@ func (r *run) enqueue(ctx wf.Context, steps []*step, st *step) []*step {
 func (r *run) finish(ctx wf.Context, steps []*step) {
 	for _, st := range steps {
 		if st.call != nil {
-			var out activities.ToolOutput
-			err := st.future.Get(ctx, &out)
+			var wire activities.ToolOutputJSON // ToolOutput's JSON, read without reflection
+			err := st.future.Get(ctx, &wire)
+			out := activities.ToolOutput(wire)
 			st.call.Settle(&out, err)
 			if err != nil {
 				st.line.Error = errText(calllog.ToolErrorOf(err).Message)
@@ -198,11 +199,11 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	if spec.Local {
 		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			Summary: activitySummary(spec.Name, key)})
-		f = wf.ExecuteLocalActivity(r.calls.Mark(lctx, c), tool.ActivityName(), in)
+		f = wf.ExecuteLocalActivity(r.calls.Mark(lctx, c), tool.ActivityName(), activities.ToolInputJSON(in))
 	} else {
 		actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
-		f = wf.ExecuteActivity(r.calls.Mark(actx, c), tool.ActivityName(), in)
+		f = wf.ExecuteActivity(r.calls.Mark(actx, c), tool.ActivityName(), activities.ToolInputJSON(in))
 	}
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.Served() {

@@ -214,6 +214,11 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 			return err
 		}
 	}
+	if r.stream != nil && r.streamOnDemand {
+		// The run waits: batches published by signal so far are read now,
+		// so that the stream's offset (its query) counts them.
+		r.stream.Sync()
+	}
 	sig := wf.GetSignalChannel(ctx, SignalResume)
 	for r.pending == nil {
 		r.receiveResume(ctx, sig)

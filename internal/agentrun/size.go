@@ -30,8 +30,7 @@ var (
 	minRecord   = skeleton(dedup.Record{})
 	minMessage  = skeleton(activities.Message{})
 	minToolCall = skeleton(activities.ToolCall{})
-	empty       = ""
-	minLine     = skeleton(TraceLine{Arguments: json.RawMessage("0"), Result: json.RawMessage("0"), Error: &empty})
+	minLine     = skeleton(TraceLine{}) - 3*len("null") // without arguments, result and error (always written: lineMin adds them)
 )
 
 // member is the least an omitempty string member adds when it is set:
@@ -67,9 +66,11 @@ func messageMin(m *activities.Message) int {
 }
 
 func lineMin(l *TraceLine) int {
-	n := minLine + len(l.CallID) + len(l.Tool) + len(l.Outcome) + rawMin(l.Arguments) + rawMin(l.Result) + member("key", l.Key)
+	n := minLine + len(l.CallID) + len(l.Tool) + len(l.Outcome) + rawOrNull(l.Arguments) + rawOrNull(l.Result) + member("key", l.Key)
 	if l.Error != nil {
-		n += len(*l.Error)
+		n += 2 + len(*l.Error)
+	} else {
+		n += len("null")
 	}
 	if nm := l.NearMiss; nm != nil {
 		n += len(`,"near_miss":{"record":0,"call_id":"","reason":""}`) + len(nm.CallID) + len(nm.Reason)
@@ -84,6 +85,15 @@ func lineMin(l *TraceLine) int {
 		}
 	}
 	return n
+}
+
+// rawOrNull is the least a raw member always written adds: null when
+// empty, else its bytes other than whitespace.
+func rawOrNull(v json.RawMessage) int {
+	if len(v) == 0 {
+		return len("null")
+	}
+	return rawMin(v)
 }
 
 // rawMember is the least an omitempty raw member adds when it is set.

@@ -33,7 +33,7 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 		}
 		return json.RawMessage(s)
 	}
-	for i := range 5000 {
+	for i := range 20000 {
 		l := TraceLine{Turn: rng.IntN(2000), CallID: text(), Tool: text(), Arguments: raw(), Outcome: Outcome(text()), Result: raw(), Key: text()}
 		if rng.IntN(3) == 0 {
 			e := text()

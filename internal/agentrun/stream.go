@@ -222,7 +222,13 @@ func (li lineItem) item() CallItem {
 // publishAnswer publishes the Done item of a model answer: the whole text
 // when the model activity did not stream it.
 func (r *run) publishAnswer(resp activities.ModelResponse) {
-	if r.stream == nil || resp.Text == "" {
+	if r.stream == nil {
+		return
+	}
+	if resp.Text == "" {
+		if r.streamOnDemand {
+			r.stream.Sync() // a failed attempt's pieces: read, as the coroutine would have
+		}
 		return
 	}
 	r.stream.Sync() // the pieces the model activity sent come first

@@ -44,8 +44,10 @@ type Options struct {
 	// on each pass of each workflow task, so the coroutine costs every
 	// task (and every replay) a resume even when nothing is published.
 	// Batches then take their offsets at the next read, not in the pass
-	// after they arrive: a workflow that changes it for runs in flight
-	// gates it by a version. Zero value: a coroutine.
+	// after they arrive, and the offset query counts only batches read: a
+	// workflow reads them (Sync) before it waits long. A workflow that
+	// changes this for runs in flight gates it by a version. Zero value: a
+	// coroutine.
 	ReadOnDemand bool
 }
 

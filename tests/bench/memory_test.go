@@ -121,10 +121,10 @@ func BenchmarkWorkerMemory(b *testing.B) {
 					if err != nil {
 						return err
 					}
-					for {
+					for failed := 0; ; {
 						v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), plainsdk.TurnsQuery)
 						if err != nil {
-							if ctx.Err() != nil {
+							if failed++; ctx.Err() != nil || failed > 60 {
 								return err
 							}
 							// A query can time out while the worker is busy
