@@ -4,18 +4,35 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 )
 
 // A tool call's input is encoded, and its output decoded, in workflow
 // code: for every call, on every replay too. The workflow hands the SDK
 // these two types, whose JSON is ToolInput's and ToolOutput's, written
 // and read without reflection (TestToolInputJSON, TestToolOutputJSON hold
-// them to encoding/json). The public types keep no methods, so a type
-// that embeds them encodes as before.
+// them to encoding/json); the input goes as the payload the SDK's JSON
+// converter would make of it (Payload). The public types keep no
+// methods, so a type that embeds them encodes as before.
 
 // ToolInputJSON is a ToolInput as the workflow passes it to a tool
 // activity.
 type ToolInputJSON ToolInput
+
+// Payload is in as the SDK's JSON payload converter writes a ToolInput
+// (encoding json/plain), to pass to ExecuteActivity: the SDK skips its
+// payload converters for a RawValue (each tries the value in turn, by
+// reflection) and still applies the data converter's codec.
+func (in ToolInputJSON) Payload() converter.RawValue {
+	b, _ := in.MarshalJSON() // never fails
+	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: jsonPlain}, Data: b})
+}
+
+// jsonPlain is the JSON payload converter's encoding (shared: payloads'
+// metadata is never written to).
+var jsonPlain = []byte(converter.MetadataEncodingJSON)
 
 // ToolOutputJSON is a ToolOutput as the workflow reads it from a tool
 // activity's future (a served call's future holds one too).

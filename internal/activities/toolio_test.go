@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
 )
 
 // jsonPieces are texts with every escape encoding/json writes.
@@ -30,6 +32,11 @@ func TestToolInputJSON(t *testing.T) {
 		got, err := json.Marshal(ToolInputJSON(in))
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got), "input %d", i)
+		if i%100 == 0 {
+			sdk, err := converter.GetDefaultDataConverter().ToPayload(in)
+			require.NoError(t, err)
+			require.True(t, proto.Equal(sdk, ToolInputJSON(in).Payload().Payload()), "input %d: the SDK's payload", i)
+		}
 	}
 }
 

@@ -199,11 +199,12 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	if spec.Local {
 		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			Summary: activitySummary(spec.Name, key)})
-		f = wf.ExecuteLocalActivity(r.calls.Mark(lctx, c), tool.ActivityName(), activities.ToolInputJSON(in))
+		// A local activity is handed its arguments as Go values, not encoded.
+		f = wf.ExecuteLocalActivity(r.calls.Mark(lctx, c), tool.ActivityName(), in)
 	} else {
 		actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
-		f = wf.ExecuteActivity(r.calls.Mark(actx, c), tool.ActivityName(), activities.ToolInputJSON(in))
+		f = wf.ExecuteActivity(r.calls.Mark(actx, c), tool.ActivityName(), activities.ToolInputJSON(in).Payload())
 	}
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.Served() {

@@ -3,6 +3,7 @@ package dedup
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -212,52 +213,77 @@ func diffValue(a, b *Value, path string, out *[]Difference) int {
 	switch {
 	case a.kind == Object && b.kind == Object:
 		n := 0
-		keys := map[string]bool{}
-		var order []string
-		for _, v := range []*Value{a, b} {
-			for i := range v.obj {
-				if k := v.obj[i].Key; !keys[k] {
-					keys[k] = true
-					order = append(order, k)
-				}
-			}
-		}
-		sortStrings(order)
-		for _, k := range order {
-			p := path + "/" + pointerToken(k)
+		for _, k := range memberNames(a, b) {
 			av, bv := a.Get(k), b.Get(k)
 			switch {
-			case av == nil:
-				n += add(out, Difference{Path: p, Now: cut(bv)})
-			case bv == nil:
-				n += add(out, Difference{Path: p, Was: cut(av)})
-			default:
-				n += diffValue(av, bv, p, out)
+			case av == nil || bv == nil:
+				n += add(out, path+"/"+pointerToken(k), av, bv)
+			case (av.kind == Object && bv.kind == Object) || (av.kind == Array && bv.kind == Array):
+				n += diffValue(av, bv, path+"/"+pointerToken(k), out)
+			case !Equal(av, bv):
+				n += add(out, path+"/"+pointerToken(k), av, bv)
 			}
 		}
 		return n
 	case a.kind == Array && b.kind == Array:
 		n := 0
 		for i := 0; i < len(a.arr) || i < len(b.arr); i++ {
-			p := path + "/" + strconv.Itoa(i)
 			switch {
 			case i >= len(a.arr):
-				n += add(out, Difference{Path: p, Now: cut(&b.arr[i])})
+				n += add(out, path+"/"+strconv.Itoa(i), nil, &b.arr[i])
 			case i >= len(b.arr):
-				n += add(out, Difference{Path: p, Was: cut(&a.arr[i])})
+				n += add(out, path+"/"+strconv.Itoa(i), &a.arr[i], nil)
 			default:
-				n += diffValue(&a.arr[i], &b.arr[i], p, out)
+				av, bv := &a.arr[i], &b.arr[i]
+				if (av.kind == Object && bv.kind == Object) || (av.kind == Array && bv.kind == Array) || !Equal(av, bv) {
+					n += diffValue(av, bv, path+"/"+strconv.Itoa(i), out)
+				}
 			}
 		}
 		return n
 	case Equal(a, b):
 		return 0
 	}
-	return add(out, Difference{Path: path, Was: cut(a), Now: cut(b)})
+	return add(out, path, a, b)
 }
 
-func add(out *[]Difference, d Difference) int {
+// memberNames is the names of a's and b's members, each once, sorted.
+func memberNames(a, b *Value) []string {
+	names := make([]string, 0, len(a.obj)+len(b.obj))
+	if len(a.obj)+len(b.obj) > 32 {
+		seen := map[string]bool{}
+		for _, v := range []*Value{a, b} {
+			for i := range v.obj {
+				if k := v.obj[i].Key; !seen[k] {
+					seen[k] = true
+					names = append(names, k)
+				}
+			}
+		}
+	} else {
+		for _, v := range []*Value{a, b} {
+			for i := range v.obj {
+				if k := v.obj[i].Key; !slices.Contains(names, k) {
+					names = append(names, k)
+				}
+			}
+		}
+	}
+	sortStrings(names)
+	return names
+}
+
+// add counts one difference, and lists it (was or now nil: a side lacks
+// it) while fewer than MaxDifferences are listed.
+func add(out *[]Difference, path string, was, now *Value) int {
 	if len(*out) < MaxDifferences {
+		d := Difference{Path: path}
+		if was != nil {
+			d.Was = cut(was)
+		}
+		if now != nil {
+			d.Now = cut(now)
+		}
 		*out = append(*out, d)
 	}
 	return 1
