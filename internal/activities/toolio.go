@@ -35,7 +35,7 @@ func (in ToolInputJSON) Payload() converter.RawValue {
 var jsonPlain = []byte(converter.MetadataEncodingJSON)
 
 // ToolOutputJSON is a ToolOutput as the workflow reads it from a tool
-// activity's future (a served call's future holds one too).
+// activity's future.
 type ToolOutputJSON ToolOutput
 
 // MarshalJSON writes in as json.Marshal writes a ToolInput.

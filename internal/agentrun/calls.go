@@ -36,9 +36,15 @@ func (r *run) enqueue(ctx wf.Context, steps []*step, st *step) []*step {
 func (r *run) finish(ctx wf.Context, steps []*step) {
 	for _, st := range steps {
 		if st.call != nil {
-			var wire activities.ToolOutputJSON // ToolOutput's JSON, read without reflection
-			err := st.future.Get(ctx, &wire)
-			out := activities.ToolOutput(wire)
+			var out activities.ToolOutput
+			var err error
+			if st.call.Served() {
+				err = st.future.Get(ctx, &out) // the record's output (or, still running, its call's)
+			} else {
+				var wire activities.ToolOutputJSON // the activity's payload, read without reflection
+				err = st.future.Get(ctx, &wire)
+				out = activities.ToolOutput(wire)
+			}
 			st.call.Settle(&out, err)
 			if err != nil {
 				st.line.Error = errText(calllog.ToolErrorOf(err).Message)

@@ -140,7 +140,7 @@ func (l *Log) serve(ctx workflow.Context, c *Call, rec *dedup.Record, rel dedup.
 	case src.Error != nil:
 		s.SetError(temporal.NewNonRetryableApplicationError(src.Error.Message, src.Error.Type, nil))
 	default:
-		s.SetValue(activities.ToolOutputJSON{Result: src.Result, ResultIn: src.ResultIn}) // as finish reads it
+		s.SetValue(activities.ToolOutput{Result: src.Result, ResultIn: src.ResultIn})
 	}
 	from := rec.Seq
 	r := dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
