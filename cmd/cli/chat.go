@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -29,9 +28,20 @@ type modelFlags struct {
 	mcp                                            *mcpConfig // the MCP servers the worker offers
 }
 
-// providerFlag adds --provider to fs.
-func (mf *modelFlags) providerFlag(fs *flag.FlagSet) {
+// modelHelp is the help of the model flags, as each command words it.
+type modelHelp struct{ baseURL, model, apiKeyEnv, keyHeader string }
+
+// newModelFlags adds the model flags (and the MCP servers' flags) to fs,
+// in the order --help lists them; chat, serve and resume share them.
+func newModelFlags(fs *flagSet, h modelHelp) *modelFlags {
+	mf := &modelFlags{}
+	fs.StringVar(&mf.baseURL, "base-url", "", h.baseURL)
+	fs.StringVar(&mf.model, "model", "", h.model)
+	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", h.apiKeyEnv)
 	fs.StringVar(&mf.provider, "provider", "openai", `"openai": any OpenAI-compatible endpoint (--base-url); "anthropic": Anthropic's Messages API (key from ANTHROPIC_API_KEY; --base-url optional)`)
+	fs.StringVar(&mf.keyHeader, "api-key-header", "", h.keyHeader)
+	mf.mcp = mcpFlags(fs)
+	return mf
 }
 
 // missing reports whether the model flags lack what the provider needs.
@@ -105,13 +115,12 @@ func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func()
 func (e *env) chat(args []string) error {
 	fs := e.flags("chat")
 	c := e.connFlags(fs)
-	mf := &modelFlags{}
-	fs.StringVar(&mf.baseURL, "base-url", "", "OpenAI-compatible API root, e.g. https://api.openai.com/v1 or http://localhost:11434/v1")
-	fs.StringVar(&mf.model, "model", "", "model name")
-	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the API key (read by the worker; with --provider anthropic the default is ANTHROPIC_API_KEY)")
-	mf.providerFlag(fs.FlagSet)
-	fs.StringVar(&mf.keyHeader, "api-key-header", "", `header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
-	mf.mcp = mcpFlags(fs)
+	mf := newModelFlags(fs, modelHelp{
+		baseURL:   "OpenAI-compatible API root, e.g. https://api.openai.com/v1 or http://localhost:11434/v1",
+		model:     "model name",
+		apiKeyEnv: "environment variable with the API key (read by the worker; with --provider anthropic the default is ANTHROPIC_API_KEY)",
+		keyHeader: `header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`,
+	})
 	thread := fs.String("thread", "", "thread id: reload its checkpoint, and resume it later by this name")
 	agentName := fs.String("agent", agentrun.DefaultAgent, "agent name")
 	hookList := fs.String("hooks", "", "comma-separated hooks to install (upper_order_id, block_page_oncall, approve_isolate_host)")

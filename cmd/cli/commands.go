@@ -430,13 +430,12 @@ func (e *env) resume(args []string) error {
 	interrupt := fs.String("interrupt", "", "the interrupt answered (default: the current one)")
 	bySignal := fs.Bool("signal", false, "send the resume as a signal instead of an update")
 	db := fs.String("db", "", "continue a 'tulip chat --db FILE' run: start the embedded server on FILE and the chat worker")
-	mf := &modelFlags{}
-	fs.StringVar(&mf.baseURL, "base-url", "", "with --db: the chat model's API root")
-	fs.StringVar(&mf.model, "model", "", "with --db: the chat model's name")
-	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "with --db: environment variable with the API key")
-	mf.providerFlag(fs.FlagSet)
-	fs.StringVar(&mf.keyHeader, "api-key-header", "", `with --db: header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
-	mf.mcp = mcpFlags(fs)
+	mf := newModelFlags(fs, modelHelp{
+		baseURL:   "with --db: the chat model's API root",
+		model:     "with --db: the chat model's name",
+		apiKeyEnv: "with --db: environment variable with the API key",
+		keyHeader: `with --db: header for the key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`,
+	})
 	asJSON := fs.Bool("json", false, "with --db: print the rest of the trace as JSON lines")
 	if err := parse(fs, args); err != nil {
 		return err

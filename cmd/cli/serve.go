@@ -44,13 +44,12 @@ func (a *agentList) Set(v string) error {
 func (e *env) serve(args []string) error {
 	fs := e.flags("serve")
 	c := e.connFlags(fs)
-	mf := &modelFlags{}
-	fs.StringVar(&mf.baseURL, "base-url", "", "OpenAI-compatible API root of the model the worker calls (not needed with --no-worker)")
-	fs.StringVar(&mf.model, "model", "", "model name (not needed with --no-worker)")
-	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable with the model's API key (read by the worker; with --provider anthropic the default is ANTHROPIC_API_KEY)")
-	mf.providerFlag(fs.FlagSet)
-	fs.StringVar(&mf.keyHeader, "api-key-header", "", `header for the model's key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`)
-	mf.mcp = mcpFlags(fs)
+	mf := newModelFlags(fs, modelHelp{
+		baseURL:   "OpenAI-compatible API root of the model the worker calls (not needed with --no-worker)",
+		model:     "model name (not needed with --no-worker)",
+		apiKeyEnv: "environment variable with the model's API key (read by the worker; with --provider anthropic the default is ANTHROPIC_API_KEY)",
+		keyHeader: `header for the model's key: default "Authorization: Bearer KEY"; "api-key" for Azure OpenAI`,
+	})
 	var agents agentList
 	fs.Var(&agents, "agent", "an agent served, named by a request's \"model\" (repeat it; default: "+agentrun.DefaultAgent+")")
 	hookList := fs.String("hooks", "", "comma-separated hooks each run installs (upper_order_id, block_page_oncall, approve_isolate_host)")
