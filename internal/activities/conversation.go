@@ -16,18 +16,24 @@ import (
 // d, followed by msgs: d' = SHA-256(d || SHA-256(JSON(msg))) for each
 // message, in hex. The empty conversation's digest is "".
 func ExtendDigest(d string, msgs ...Message) string {
+	if len(msgs) == 0 {
+		return d
+	}
 	var arr [1024]byte // most messages encode within it (on the stack)
 	buf := arr[:0]
 	var sum [sha256.Size]byte
 	var link [2*sha256.Size + sha256.Size]byte // a digest in hex, then a message's hash
+	prev := append(link[:0:0], d...)           // the digest so far, in hex
+	var hexed [2 * sha256.Size]byte
 	for i := range msgs {
 		buf = appendMessageJSON(buf[:0], &msgs[i]) // json.Marshal's bytes
 		mh := sha256.Sum256(buf)
-		in := append(append(link[:0], d...), mh[:]...)
+		in := append(append(link[:0], prev...), mh[:]...)
 		sum = sha256.Sum256(in)
-		d = hex.EncodeToString(sum[:])
+		hex.Encode(hexed[:], sum[:])
+		prev = hexed[:]
 	}
-	return d
+	return string(prev)
 }
 
 // ConversationRange asks QueryConversation for messages [From, To).

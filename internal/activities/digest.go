@@ -2,7 +2,8 @@ package activities
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/tulip-temporal/tulip/internal/jsonenc"
 )
 
 // appendMessageJSON appends what json.Marshal(m) returns, byte for byte,
@@ -11,10 +12,10 @@ import (
 // holds it to json.Marshal.
 func appendMessageJSON(b []byte, m *Message) []byte {
 	b = append(b, `{"role":`...)
-	b = appendJSONString(b, m.Role)
+	b = jsonenc.AppendString(b, m.Role)
 	if m.Content != "" {
 		b = append(b, `,"content":`...)
-		b = appendJSONString(b, m.Content)
+		b = jsonenc.AppendString(b, m.Content)
 	}
 	if len(m.ToolCalls) > 0 {
 		b = append(b, `,"tool_calls":[`...)
@@ -24,18 +25,18 @@ func appendMessageJSON(b []byte, m *Message) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"id":`...)
-			b = appendJSONString(b, c.ID)
+			b = jsonenc.AppendString(b, c.ID)
 			b = append(b, `,"name":`...)
-			b = appendJSONString(b, c.Name)
+			b = jsonenc.AppendString(b, c.Name)
 			b = append(b, `,"arguments":`...)
-			b = appendJSONString(b, c.Arguments)
+			b = jsonenc.AppendString(b, c.Arguments)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	if m.ToolCallID != "" {
 		b = append(b, `,"tool_call_id":`...)
-		b = appendJSONString(b, m.ToolCallID)
+		b = jsonenc.AppendString(b, m.ToolCallID)
 	}
 	if m.Served {
 		b = append(b, `,"served":true`...)
@@ -47,58 +48,8 @@ func appendMessageJSON(b []byte, m *Message) []byte {
 	return append(b, '}')
 }
 
-const hexLower = "0123456789abcdef"
-
-// appendJSONString appends s as encoding/json writes a string with HTML
-// escaping on (json.Marshal): <, > and & as \u escapes, U+2028 and U+2029
-// too, invalid UTF-8 as \ufffd.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexLower[c>>4], hexLower[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexLower[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+// MessageJSONSize is len(json.Marshal(m)), without reflection.
+func MessageJSONSize(m *Message) int {
+	var arr [1024]byte // most messages encode within it (on the stack)
+	return len(appendMessageJSON(arr[:0], m))
 }

@@ -7,6 +7,8 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/tulip-temporal/tulip/internal/jsonenc"
 )
 
 // A tool call's input is encoded, and its output decoded, in workflow
@@ -43,22 +45,22 @@ func (in ToolInputJSON) MarshalJSON() ([]byte, error) {
 	n := 96 + len(in.Tool) + len(in.CallID) + len(in.Arguments) + len(in.IdempotencyKey) + len(in.Agent) + len(in.Thread) + len(in.Toolset)
 	b := make([]byte, 0, n+n/8)
 	b = append(b, `{"tool":`...)
-	b = appendJSONString(b, in.Tool)
+	b = jsonenc.AppendString(b, in.Tool)
 	b = append(b, `,"call_id":`...)
-	b = appendJSONString(b, in.CallID)
+	b = jsonenc.AppendString(b, in.CallID)
 	b = append(b, `,"arguments":`...)
-	b = appendJSONString(b, in.Arguments)
+	b = jsonenc.AppendString(b, in.Arguments)
 	b = append(b, `,"idempotency_key":`...)
-	b = appendJSONString(b, in.IdempotencyKey)
+	b = jsonenc.AppendString(b, in.IdempotencyKey)
 	b = append(b, `,"agent":`...)
-	b = appendJSONString(b, in.Agent)
+	b = jsonenc.AppendString(b, in.Agent)
 	if in.Thread != "" {
 		b = append(b, `,"thread":`...)
-		b = appendJSONString(b, in.Thread)
+		b = jsonenc.AppendString(b, in.Thread)
 	}
 	if in.Toolset != "" {
 		b = append(b, `,"toolset":`...)
-		b = appendJSONString(b, in.Toolset)
+		b = jsonenc.AppendString(b, in.Toolset)
 	}
 	return append(b, '}'), nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -74,7 +76,7 @@ func (r *run) appendLine(ctx wf.Context, l TraceLine, msg int) {
 	r.trace = append(r.trace, l)
 	r.traceMsg = append(r.traceMsg, msg)
 	r.observeLine(ctx, l)
-	r.publishLine(l)
+	r.publishLine(&r.trace[len(r.trace)-1])
 }
 
 func errText(s string) *string { return &s }
@@ -208,9 +210,12 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		// A local activity is handed its arguments as Go values, not encoded.
 		f = wf.ExecuteLocalActivity(r.calls.Mark(lctx, c), tool.ActivityName(), in)
 	} else {
-		actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
-			HeartbeatTimeout: opts.HeartbeatTimeout, Summary: activitySummary(spec.Name, key)})
-		f = wf.ExecuteActivity(r.calls.Mark(actx, c), tool.ActivityName(), activities.ToolInputJSON(in).Payload())
+		replaying := wf.IsReplaying(ctx)
+		var input any = replayedInput
+		if !replaying {
+			input = activities.ToolInputJSON(in).Payload()
+		}
+		f = wf.ExecuteActivity(r.calls.Mark(r.activityContext(ctx, tool, key, replaying), c), tool.ActivityName(), input)
 	}
 	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.Served() {
@@ -225,6 +230,42 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		}
 	}
 	return &step{line: line, call: c, future: f}
+}
+
+// While a run replays, the command that schedules a tool activity is
+// matched to its recorded event and never sent: the SDK matches an
+// activity by its ID and type alone, and drops the command. What only
+// the command carries (the input, the Summary) is not made then:
+// replayedInput stands for the input.
+var replayedInput = converter.NewRawValue(&commonpb.Payload{})
+
+// activityContext is ctx with a tool activity's options. Its Summary
+// names the call for the Web UI; while the run replays, the options
+// carry no Summary and are made once a tool.
+func (r *run) activityContext(ctx wf.Context, tool *activities.Tool, key string, replaying bool) wf.Context {
+	spec, opts := tool.Spec(), tool.Options()
+	o := wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy, HeartbeatTimeout: opts.HeartbeatTimeout}
+	if !replaying {
+		o.Summary = activitySummary(spec.Name, key)
+		return wf.WithActivityOptions(ctx, o)
+	}
+	c := &r.replayContexts
+	if c.parent != ctx {
+		*c = replayContexts{parent: ctx, byTool: map[string]wf.Context{}}
+	}
+	actx, ok := c.byTool[spec.Name]
+	if !ok {
+		actx = wf.WithActivityOptions(ctx, o)
+		c.byTool[spec.Name] = actx
+	}
+	return actx
+}
+
+// replayContexts are the tools' activity contexts made from parent while
+// the run replays (activityContext).
+type replayContexts struct {
+	parent wf.Context
+	byTool map[string]wf.Context
 }
 
 // activitySummary is a tool activity's Summary, shown by the Web UI (user

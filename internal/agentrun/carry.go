@@ -57,7 +57,7 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 	}
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
-		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.digest, Segments: len(segs), Continued: r.continued + 1}
+		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.convDigest(), Segments: len(segs), Continued: r.continued + 1}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
 	args := []any{next}
@@ -172,7 +172,7 @@ func (r *run) restore(c *Carry, raw [][]byte) error {
 	r.calls.Load(l)
 	r.log = l
 	r.loaded = &activities.Checkpoint{Agents: agents}
-	r.messages, r.digest = msgs, c.Digest
+	r.messages, r.digest, r.undigested = msgs, c.Digest, 0
 	r.hooks = nil
 	if err := r.changeHooks(HooksInput{Install: c.Hooks}); err != nil {
 		return err

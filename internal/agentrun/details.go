@@ -1,7 +1,7 @@
 package agentrun
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
 	wf "go.temporal.io/sdk/workflow"
@@ -36,36 +36,64 @@ func (r *run) details() string {
 			near++
 		}
 	}
+	// Written piece by piece (no fmt): the details are set after every
+	// response's calls, on every replay too.
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "**tulip** · agent `%s`", r.in.Agent)
+	sb.Grow(256 + 160*min(len(r.trace), detailsRows))
+	sb.WriteString("**tulip** · agent `")
+	sb.WriteString(r.in.Agent)
+	sb.WriteString("`")
 	if r.in.ThreadID != "" {
-		fmt.Fprintf(&sb, " · thread `%s`", r.in.ThreadID)
+		sb.WriteString(" · thread `")
+		sb.WriteString(r.in.ThreadID)
+		sb.WriteString("`")
 	}
-	fmt.Fprintf(&sb, " · turn %d · %s\n\n", r.turn, r.status)
-	fmt.Fprintf(&sb, "%d calls in this run: %d ran, **%d served from the log** (no event, body not run); near misses: %d.\n\n",
-		len(r.trace), executed, served, near)
+	sb.WriteString(" · turn ")
+	sb.WriteString(strconv.Itoa(r.turn))
+	sb.WriteString(" · ")
+	sb.WriteString(r.status)
+	sb.WriteString("\n\n")
+	sb.WriteString(strconv.Itoa(len(r.trace)))
+	sb.WriteString(" calls in this run: ")
+	sb.WriteString(strconv.Itoa(executed))
+	sb.WriteString(" ran, **")
+	sb.WriteString(strconv.Itoa(served))
+	sb.WriteString(" served from the log** (no event, body not run); near misses: ")
+	sb.WriteString(strconv.Itoa(near))
+	sb.WriteString(".\n\n")
 	if len(r.trace) == 0 {
 		return sb.String()
 	}
 	from := 0
 	if len(r.trace) > detailsRows {
 		from = len(r.trace) - detailsRows
-		fmt.Fprintf(&sb, "The latest %d:\n\n", detailsRows)
+		sb.WriteString("The latest " + strconv.Itoa(detailsRows) + ":\n\n")
 	}
 	sb.WriteString("| turn | call | tool | outcome | why |\n| --- | --- | --- | --- | --- |\n")
-	for _, l := range r.trace[from:] {
+	for i := range r.trace[from:] {
+		l := &r.trace[from+i]
 		outcome, why := string(l.Outcome), ""
 		switch {
 		case l.Outcome == OutcomeCached && l.ServedFrom != nil:
 			outcome = "**served**"
-			why = fmt.Sprintf("from record %d (%s)", *l.ServedFrom, l.Relation)
+			why = "from record " + strconv.Itoa(*l.ServedFrom) + " (" + string(l.Relation) + ")"
 		case l.NearMiss != nil:
 			outcome = "ran · **near miss**"
 			why = l.NearMiss.String()
 		case l.Error != nil && l.Outcome != OutcomeExecuted:
 			why = *l.Error
 		}
-		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %s |\n", l.Turn, cell(l.CallID, 40), cell(l.Tool, 40), outcome, cell(why, 120))
+		sb.WriteString("| ")
+		sb.WriteString(strconv.Itoa(l.Turn))
+		sb.WriteString(" | ")
+		sb.WriteString(cell(l.CallID, 40))
+		sb.WriteString(" | ")
+		sb.WriteString(cell(l.Tool, 40))
+		sb.WriteString(" | ")
+		sb.WriteString(outcome)
+		sb.WriteString(" | ")
+		sb.WriteString(cell(why, 120))
+		sb.WriteString(" |\n")
 	}
 	return sb.String()
 }

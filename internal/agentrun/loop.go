@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -61,7 +62,7 @@ func (r *run) loop(ctx wf.Context) error {
 		if r.carriesThread {
 			// The model activity knows its own answer: the next call's
 			// cursor starts after it.
-			r.sent = activities.Cursor{Count: r.convLen(), Digest: r.digest}
+			r.sent = activities.Cursor{Count: r.convLen(), Digest: r.convDigest()}
 		}
 		if len(resp.ToolCalls) == 0 {
 			r.answer = resp.Text
@@ -70,6 +71,9 @@ func (r *run) loop(ctx wf.Context) error {
 		if err := r.checkBudget(ctx, len(resp.ToolCalls)); err != nil {
 			return err
 		}
+		// Room for the response's lines and tool messages, made once.
+		n := len(resp.ToolCalls)
+		r.trace, r.traceMsg, r.messages = slices.Grow(r.trace, n), slices.Grow(r.traceMsg, n), slices.Grow(r.messages, n)
 		var steps []*step
 		for i, call := range resp.ToolCalls {
 			r.drainSignals(ctx)
@@ -106,15 +110,27 @@ func (r *run) modelInput() activities.ModelInput {
 	}
 	in.Cursor = true
 	in.New = r.messages[r.sent.Count-r.base:]
-	in.Digest = r.digest
-	r.sent = activities.Cursor{Count: r.convLen(), Digest: r.digest}
+	in.Digest = r.convDigest()
+	r.sent = activities.Cursor{Count: r.convLen(), Digest: in.Digest}
 	return in
 }
 
-// addMessage appends to the conversation and extends its digest.
+// addMessage appends to the conversation; its digest takes it when next
+// read (convDigest).
 func (r *run) addMessage(m activities.Message) {
 	r.messages = append(r.messages, m)
 	if r.carriesThread {
-		r.digest = activities.ExtendDigest(r.digest, m)
+		r.undigested++
 	}
+}
+
+// convDigest is the whole conversation's digest: the messages added
+// since it was last read extend it now, all at once (one call's
+// response adds a message a call).
+func (r *run) convDigest() string {
+	if r.undigested > 0 {
+		r.digest = activities.ExtendDigest(r.digest, r.messages[len(r.messages)-r.undigested:]...)
+		r.undigested = 0
+	}
+	return r.digest
 }

@@ -75,9 +75,9 @@ func (r *run) pageMessages(req activities.PageRequest) Page {
 	}
 	p.Messages = []activities.Message{}
 	p.Next = fill(from, to, never, func(i int) int {
-		m := r.messages[i-r.base]
-		p.Messages = append(p.Messages, m)
-		return jsonSize(m)
+		m := &r.messages[i-r.base]
+		p.Messages = append(p.Messages, *m)
+		return activities.MessageJSONSize(m)
 	})
 	return p
 }

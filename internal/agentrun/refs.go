@@ -89,7 +89,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 			}
 		}
 	}
-	r.messages, r.digest, r.base, r.baseDigest, r.parts = nil, "", 0, "", nil
+	r.messages, r.digest, r.undigested, r.base, r.baseDigest, r.parts = nil, "", 0, 0, "", nil
 	if cv := cp.Conversation; cv != nil {
 		if err := checkParts(cv); err != nil {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), activities.ErrCheckpoint, nil)
@@ -305,7 +305,7 @@ func (r *run) restoreRef(c *Carry) error {
 	}
 	// The last model call's cursor goes on: the model activity's cache
 	// still holds what it saw, and the messages after it came in full.
-	if c.Sent.Count < r.base || c.Sent.Count > r.convLen() || c.Digest != r.digest ||
+	if c.Sent.Count < r.base || c.Sent.Count > r.convLen() || c.Digest != r.convDigest() ||
 		activities.ExtendDigest(r.baseDigest, r.messages[:c.Sent.Count-r.base]...) != c.Sent.Digest {
 		return badInput(fmt.Sprintf("continued state: the model cursor (message %d) and the conversation (parts to %d, %d messages) disagree",
 			c.Sent.Count, r.base, r.convLen()))
@@ -329,7 +329,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	}
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
-		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.digest, Continued: r.continued + 1,
+		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.convDigest(), Continued: r.continued + 1,
 		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets, Save: r.save}
 	if r.stream != nil {
 		if c.Stream, err = r.stream.State(); err != nil {
@@ -415,8 +415,8 @@ func (r *run) stateEstimate() int {
 			size += len(*l.Error)
 		}
 	}
-	for _, m := range r.messages[r.sent.Count-r.base:] {
-		size += jsonSize(m)
+	for i := range r.messages[r.sent.Count-r.base:] {
+		size += activities.MessageJSONSize(&r.messages[r.sent.Count-r.base+i])
 	}
 	return size
 }

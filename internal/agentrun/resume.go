@@ -98,7 +98,10 @@ func (r *run) changeHooks(in HooksInput) error {
 // whose body is not a valid HooksInput, or names a hook the worker does not
 // have, is logged and dropped whole.
 func (r *run) drainSignals(ctx wf.Context) {
-	ch := wf.GetSignalChannel(ctx, SignalHooks)
+	if r.hooksSignal == nil { // looked up once: it is drained before every call
+		r.hooksSignal = wf.GetSignalChannel(ctx, SignalHooks)
+	}
+	ch := r.hooksSignal
 	for {
 		var raw json.RawMessage
 		if !ch.ReceiveAsync(&raw) {

@@ -239,5 +239,5 @@ func linesOverLimit(lines []TraceLine, limit int) bool {
 	case linesOver(lines, limit):
 		return true
 	}
-	return jsonSize(lines) > limit
+	return len(appendTraceLines(nil, lines)) > limit
 }

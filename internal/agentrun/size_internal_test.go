@@ -55,6 +55,7 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 		}
 		b, err := json.Marshal(l)
 		require.NoError(t, err)
+		require.Equal(t, string(b), string(appendTraceLine(nil, &l)), "line %d: written as json.Marshal writes it", i)
 		require.LessOrEqual(t, lineMin(&l), len(b), "line %d: %s", i, b)
 		require.GreaterOrEqual(t, lineMax(&l), len(b), "line %d: %s", i, b)
 		s := text()
@@ -73,6 +74,7 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 		lines := []TraceLine{l, l, l}
 		b, err = json.Marshal(lines)
 		require.NoError(t, err)
+		require.Equal(t, string(b), string(appendTraceLines(nil, lines)))
 		require.False(t, linesOver(lines, len(b)), "lines %d: %s", i, b)
 		require.False(t, linesUnder(lines, len(b)-1), "lines %d: %s", i, b)
 		require.Equal(t, len(b) > len(b)/2, linesOverLimit(lines, len(b)/2))

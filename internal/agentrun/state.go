@@ -96,7 +96,7 @@ func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
 	}
 	if r.carriesThread {
 		r.messages = nil
-		r.digest = ""
+		r.digest, r.undigested = "", 0
 		for _, m := range cp.Messages {
 			r.addMessage(m)
 		}

@@ -173,7 +173,7 @@ func (r *run) refusePublish(in streams.PublishInput) string {
 // publishLine publishes a trace line's decision (workflow code: replay
 // publishes it again at the same offset, and no event is added). The item
 // is built when it is encoded, for a subscriber: replay builds nothing.
-func (r *run) publishLine(l TraceLine) {
+func (r *run) publishLine(l *TraceLine) {
 	if r.stream == nil {
 		return
 	}
@@ -182,7 +182,7 @@ func (r *run) publishLine(l TraceLine) {
 
 // lineItem encodes as a trace line's CallItem.
 type lineItem struct {
-	l       TraceLine
+	l       *TraceLine // a line of the trace: never changed once added
 	content bool
 }
 
@@ -190,7 +190,7 @@ type lineItem struct {
 func (li lineItem) MarshalJSON() ([]byte, error) { return json.Marshal(li.item()) }
 
 func (li lineItem) item() CallItem {
-	l := li.l
+	l := *li.l
 	it := CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
 		Relation: l.Relation, Failed: l.Error != nil}
 	if l.Key != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -67,8 +68,9 @@ const DefaultPayloadLimit = 2<<20 - 64<<10
 // comes by pointer so that the run can let go of it once decoded (the
 // SDK's reflective call holds its arguments for as long as the run
 // lives, in a worker's cache too).
+// Its result is a RunResult's JSON payload (resultPayload).
 type Func = func(ctx wf.Context, in *json.RawMessage,
-	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error)
+	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (converter.RawValue, error)
 
 // New returns the agent-run workflow function for cfg. Register it under
 // WorkflowName.
@@ -90,29 +92,57 @@ func New(cfg Config) (Func, error) {
 	if _, err := activities.NewToolNames(names...); err != nil {
 		return nil, fmt.Errorf("tulip: %w", err)
 	}
-	return func(ctx wf.Context, in *json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (RunResult, error) {
-		var raw json.RawMessage
-		if in != nil {
-			raw, *in = *in, nil
-		}
+	// The run: its input, its set-up, its turns (loop), its result. The
+	// function is small and calls the loop itself: while a workflow
+	// waits, each time it yields, the SDK walks its stack (up to 20
+	// frames, looking each function up), and a frame costs more the
+	// larger its function.
+	return func(ctx wf.Context, in *json.RawMessage, s1, s2, s3, s4, s5, s6, s7, s8 []byte) (converter.RawValue, error) {
 		r := &run{cfg: &cfg, tools: tools, interruptState: interruptState{answered: map[string]bool{}}}
-		// Registered first: a run refused before it had its thread's state
-		// answers that it left none (the next run's loader asks).
-		if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
-			return RunResult{}, err
+		if err := r.accept(ctx, in, [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}); err != nil {
+			return converter.RawValue{}, err
 		}
-		if err := decodeStrict("run input", raw, &r.in); err != nil {
-			return r.refuse(ctx, err)
+		if _, err := r.setUp(ctx); err != nil {
+			return converter.RawValue{}, err
 		}
-		if c := r.in.Continued; c != nil {
-			n := c.Segments
-			if n < 0 || n > MaxSegments {
-				return r.refuse(ctx, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
+		if err := r.loop(ctx); err != nil {
+			if !wf.IsContinueAsNewError(err) {
+				_, err = r.fail(ctx, err)
 			}
-			r.segs = [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}[:n]
+			return converter.RawValue{}, err
 		}
-		return r.main(ctx)
+		if _, err := r.complete(ctx); err != nil {
+			return converter.RawValue{}, err
+		}
+		return resultPayload(r.result), nil
 	}, nil
+}
+
+// accept takes the run's input, or refuses it. segs are the carry's
+// segments, from the workflow's arguments.
+func (r *run) accept(ctx wf.Context, in *json.RawMessage, segs [][]byte) error {
+	var raw json.RawMessage
+	if in != nil {
+		raw, *in = *in, nil
+	}
+	// Registered first: a run refused before it had its thread's state
+	// answers that it left none (the next run's loader asks).
+	if err := wf.SetQueryHandler(ctx, QueryThread, r.threadState); err != nil {
+		return err
+	}
+	if err := decodeStrict("run input", raw, &r.in); err != nil {
+		_, err = r.refuse(ctx, err)
+		return err
+	}
+	if c := r.in.Continued; c != nil {
+		n := c.Segments
+		if n < 0 || n > MaxSegments {
+			_, err := r.refuse(ctx, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
+			return err
+		}
+		r.segs = segs[:n]
+	}
+	return nil
 }
 
 // run is one workflow run of an agent run: its components, each with its
@@ -170,6 +200,8 @@ type callState struct {
 	baseLen    int          // log length after the thread's state loaded
 	// thinEstimate is stateEstimate's count of the log's thin records.
 	thinEstimate estimate
+	// replayContexts are the tools' activity contexts while replaying.
+	replayContexts replayContexts
 }
 
 // conversation is the thread's conversation as the run holds it: its own
@@ -179,8 +211,9 @@ type conversation struct {
 	base       int                  // the messages other runs hold (parts), which come first
 	parts      []activities.Part    // which runs hold messages [0, base)
 	sent       activities.Cursor    // the conversation the last model call saw
-	digest     string               // the digest of the whole conversation
-	baseDigest string               // the digest of messages [0, base)
+	digest     string               // the digest of the conversation but its last undigested messages (convDigest)
+	undigested int
+	baseDigest string // the digest of messages [0, base)
 }
 
 // convLen is the conversation's length: the messages other runs hold, then
@@ -195,6 +228,7 @@ type traceState struct {
 	traceBase  int               // the lines earlier runs of the chain hold
 	traceParts []activities.Part // which runs hold lines [0, traceBase)
 	summarized map[Outcome]int   // those lines' calls by outcome
+	result     []byte            // the run's result, encoded once it completed
 }
 
 // interruptState is the run's interrupts: the open one, those answered,
@@ -206,7 +240,9 @@ type interruptState struct {
 	interrupts int
 	resumed    bool // a resume continued the run: calls execute without matching
 	phase      int  // resumes so far
-	phaseTurn  int  // the turn within the phase
+	// hooksSignal is the hooks signal's channel, drained before every call.
+	hooksSignal wf.ReceiveChannel
+	phaseTurn   int // the turn within the phase
 }
 
 // carried is what the run took from its predecessor (continue-as-new) or
@@ -236,7 +272,9 @@ func badInput(msg string) error {
 	return temporal.NewNonRetryableApplicationError(msg, activities.ErrBadInput, nil)
 }
 
-func (r *run) main(ctx wf.Context) (RunResult, error) {
+// setUp readies the run for its first turn, or refuses or fails it (an
+// error).
+func (r *run) setUp(ctx wf.Context) (RunResult, error) {
 	info := wf.GetInfo(ctx)
 	r.namespace, r.runID = info.Namespace, info.WorkflowExecution.RunID
 	r.scope = "run:" + info.WorkflowExecution.ID
@@ -295,21 +333,26 @@ func (r *run) main(ctx wf.Context) (RunResult, error) {
 		r.in.Continued = nil
 	}
 	r.ready = true
-	if err := r.loop(ctx); err != nil {
-		if wf.IsContinueAsNewError(err) {
-			return RunResult{}, err
-		}
-		return r.fail(ctx, err)
-	}
+	return RunResult{}, nil
+}
+
+// complete ends a run that answered: its result, its state.
+func (r *run) complete(ctx wf.Context) (RunResult, error) {
 	r.status = StatusCompleted
 	r.showDetails(ctx)
-	res := r.view()
+	res, lines := r.viewEncoded()
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return RunResult{}, err
 	}
-	if err := r.checkSize(ctx, "the run's result", res); err != nil {
+	// Encoded once: for the size check and as the workflow's result.
+	enc, err := encodeResult(res, lines)
+	if err != nil {
+		return r.fail(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the run's result does not encode: %v", err), activities.ErrPayloadTooLarge, nil))
+	}
+	if err := r.checkEncoded(ctx, "the run's result", enc); err != nil {
 		return r.fail(ctx, err)
 	}
+	r.result = enc
 	if err := r.closeStream(ctx, true); err != nil {
 		return RunResult{}, err
 	}
@@ -350,21 +393,40 @@ func (r *run) start(ctx wf.Context) error {
 // view is the run so far (its result, a failure's details, QueryState).
 // A large trace goes by reference (traceByRef).
 func (r *run) view() RunResult {
+	res, _ := r.viewAs(false)
+	return res
+}
+
+// viewEncoded is view, and the encoding of its trace (nil when the
+// trace is not the run's own lines): made once, to tell whether the
+// lines go by reference, and to write into the result.
+func (r *run) viewEncoded() (RunResult, []byte) { return r.viewAs(true) }
+
+func (r *run) viewAs(encode bool) (RunResult, []byte) {
 	res := RunResult{
 		Status: r.status, Agent: r.in.Agent, ThreadID: r.in.ThreadID, Answer: r.answer,
 		Turns: r.turn, Trace: r.trace, Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued,
 		TraceFrom: r.traceBase, TraceParts: r.traceParts,
 	}
+	var lines []byte
 	if r.stateByRef {
 		res.Summary = r.summary()
-		if linesOverLimit(res.Trace, InlineStateLimit) {
+		var over bool
+		if encode {
+			lines = encodeLines(res.Trace)
+			over = len(lines) > InlineStateLimit
+		} else {
+			over = linesOverLimit(res.Trace, InlineStateLimit)
+		}
+		if over {
 			r.traceByRef(&res)
+			lines = nil
 		}
 		if res.Trace == nil {
-			res.Trace = []TraceLine{} // an array, never null
+			res.Trace = []TraceLine{} // an array, never null (as lines wrote it)
 		}
 	}
-	return res
+	return res, lines
 }
 
 // refuse fails a run refused before it began (a bad input, an unknown
@@ -447,6 +509,14 @@ func (r *run) checkSize(ctx wf.Context, what string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s does not encode: %v", what, err), activities.ErrPayloadTooLarge, nil)
+	}
+	return r.checkEncoded(ctx, what, b)
+}
+
+// checkEncoded is checkSize of a value encoded already (b).
+func (r *run) checkEncoded(ctx wf.Context, what string, b []byte) error {
+	if !r.carriesThread || r.limit < 0 {
+		return nil
 	}
 	if len(b) <= MinPayloadLimit {
 		return nil

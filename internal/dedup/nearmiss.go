@@ -336,7 +336,7 @@ func sortStrings(s []string) {
 // String says the near miss in words, as tulip inspect shows it:
 // "nearest: record 0, /amount 120.0 → 120.5".
 func (nm *NearMiss) String() string {
-	head := fmt.Sprintf("nearest: record %d", nm.Record)
+	head := "nearest: record " + strconv.Itoa(nm.Record)
 	switch nm.Reason {
 	case ReasonNotIdempotent:
 		return head + ", same arguments, tool not idempotent"
@@ -363,7 +363,7 @@ func differences(nm *NearMiss) string {
 		if now == "" {
 			now = "(none)"
 		}
-		parts = append(parts, fmt.Sprintf("%s %s → %s", d.Path, was, now))
+		parts = append(parts, d.Path+" "+was+" → "+now)
 	}
 	if more := nm.Distance - len(nm.Differences); more > 0 {
 		parts = append(parts, fmt.Sprintf("%d more", more))

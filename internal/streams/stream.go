@@ -87,9 +87,13 @@ type Stream struct {
 	parked   map[int]int64 // waiting polls: the offset each waits for
 	nextPoll int           // ids of parked
 	marks    []readMark    // recent polls: what their subscribers had read
-	lazy     map[int64]any // items of PublishLazy not encoded yet, by offset
-	ch       workflow.ReceiveChannel
-	now      func() time.Time
+	// lazy are the values of PublishLazy's items not encoded yet: lazy[i]
+	// is log[i]'s, nil for an item encoded already (len(lazy) <=
+	// len(log)); lazyN counts the values.
+	lazy  []any
+	lazyN int
+	ch    workflow.ReceiveChannel
+	now   func() time.Time
 }
 
 // readMark says a subscriber had read every item before offset upTo at
@@ -103,7 +107,7 @@ type readMark struct {
 // the workflow's first blocking call) and returns it, holding prior (a
 // continued run's State) when there is one.
 func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
-	s := &Stream{opts: opts.withDefaults(), seqs: map[string]int64{}, seen: map[string]float64{}, parked: map[int]int64{}, lazy: map[int64]any{},
+	s := &Stream{opts: opts.withDefaults(), seqs: map[string]int64{}, seen: map[string]float64{}, parked: map[int]int64{},
 		now: func() time.Time { return workflow.Now(ctx) }}
 	if prior != nil {
 		for i, it := range prior.Log {
@@ -194,7 +198,11 @@ func (s *Stream) Publish(topic string, value any) error {
 // then fails to encode is published as {"error": "..."}.
 func (s *Stream) PublishLazy(topic string, value any) {
 	s.log = append(s.log, WireItem{Topic: topic, Offset: s.Offset()})
-	s.lazy[s.log[len(s.log)-1].Offset] = value
+	for len(s.lazy) < len(s.log)-1 {
+		s.lazy = append(s.lazy, nil)
+	}
+	s.lazy = append(s.lazy, value)
+	s.lazyN++
 	for len(s.log) > 1 && len(s.log) > s.opts.MaxItems {
 		s.drop(1)
 	}
@@ -204,12 +212,11 @@ func (s *Stream) PublishLazy(topic string, value any) {
 // MaxBytes: what eager encoding would have kept (the newest items within
 // both bounds).
 func (s *Stream) encodeLazy() {
-	if len(s.lazy) == 0 {
+	if s.lazyN == 0 {
 		return
 	}
-	for i := range s.log {
-		v, ok := s.lazy[s.log[i].Offset]
-		if !ok {
+	for i, v := range s.lazy {
+		if v == nil {
 			continue
 		}
 		data, err := Encode(v)
@@ -218,8 +225,8 @@ func (s *Stream) encodeLazy() {
 		}
 		s.log[i].Data = data
 		s.bytes += itemSize(s.log[i])
-		delete(s.lazy, s.log[i].Offset)
 	}
+	s.lazy, s.lazyN = nil, 0
 	for len(s.log) > 1 && s.bytes > s.opts.MaxBytes {
 		s.drop(1)
 	}
@@ -237,14 +244,15 @@ func (s *Stream) append(it WireItem) {
 }
 
 func (s *Stream) drop(n int) {
-	for _, it := range s.log[:n] {
-		if _, ok := s.lazy[it.Offset]; ok {
-			delete(s.lazy, it.Offset) // never encoded, never counted
+	for i, it := range s.log[:n] {
+		if i < len(s.lazy) && s.lazy[i] != nil {
+			s.lazyN-- // never encoded, never counted
 			continue
 		}
 		s.bytes -= itemSize(it)
 	}
 	s.log = append(s.log[:0:0], s.log[n:]...)
+	s.lazy = append(s.lazy[:0:0], s.lazy[min(n, len(s.lazy)):]...)
 	s.base += int64(n)
 }
 

@@ -29,6 +29,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -174,9 +175,36 @@ func BenchmarkReplay(b *testing.B) {
 	ns := replayNs(b)
 	for _, n := range ns {
 		hists[n] = record(b, srv, sequentialRun(n), false)
-		plain[n] = recordPlain(b, srv, n)
+		// How the calls' completions fell into workflow tasks while it
+		// was recorded sets how many passes a replay makes: the plain
+		// loop is recorded until its history has as many workflow tasks
+		// as tulip's (the closest of a few tries), so that both replay
+		// the same shape.
+		want := workflowTasks(hists[n])
+		for range 8 {
+			h := recordPlain(b, srv, n)
+			if p := plain[n]; p == nil || abs(workflowTasks(h)-want) < abs(workflowTasks(p)-want) {
+				plain[n] = h
+			}
+			if workflowTasks(plain[n]) == want {
+				break
+			}
+		}
 	}
 	srv.Stop()
+	if os.Getenv("TULIP_BENCH_DUMP") != "" {
+		for _, n := range ns {
+			for name, h := range map[string]*historypb.History{"tulip": hists[n], "plain": plain[n]} {
+				counts := map[string]int{}
+				size := 0
+				for _, e := range h.Events {
+					counts[e.GetEventType().String()]++
+					size += proto.Size(e)
+				}
+				b.Logf("%s N=%d bytes=%d %v", name, n, size, counts)
+			}
+		}
+	}
 	for _, n := range ns {
 		hist := hists[n]
 		plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
@@ -232,11 +260,28 @@ func BenchmarkReplay(b *testing.B) {
 			ratio := float64(spent[0]) / float64(spent[2])
 			b.ReportMetric(ratio, "plugin/plain-sdk")
 			b.ReportMetric(float64(len(hist.Events)), "events")
+			b.ReportMetric(float64(workflowTasks(hist)), "wft-plugin")
+			b.ReportMetric(float64(workflowTasks(plain[n])), "wft-plain-sdk")
 			b.ReportMetric(float64(allocs[0])/float64(allocs[2]), "alloc-plugin/plain-sdk")
 			b.Logf("N=%d plugin/plain-sdk %.2f, goal <= %.2f (aim %.2f): %s", n, ratio, replayGoal, replayAim, verdict(ratio <= replayGoal))
 		})
 	}
 }
+
+// workflowTasks is the number of workflow tasks in hist: the passes a
+// replay makes, which depend on how completions batched while it was
+// recorded as well as on the workflow.
+func workflowTasks(hist *historypb.History) int {
+	n := 0
+	for _, e := range hist.Events {
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			n++
+		}
+	}
+	return n
+}
+
+func abs(n int) int { return max(n, -n) }
 
 // replayNs is the numbers of calls BenchmarkReplay replays: 100 and
 // 1,000, or TULIP_BENCH_REPLAY_N (say "1,10,100": a run's fixed cost

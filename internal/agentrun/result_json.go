@@ -1,0 +1,148 @@
+package agentrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/jsonenc"
+)
+
+// A run's result holds its whole trace, encoded once a replay. Its JSON
+// is json.Marshal's, byte for byte (TestResultJSON): the trace lines are
+// written without reflection, the rest by encoding/json.
+
+// encodeResult is json.Marshal(res). lines, when not nil, is the
+// encoding of res.Trace, made already.
+func encodeResult(res RunResult, lines []byte) ([]byte, error) {
+	trace := res.Trace
+	res.Trace = nil
+	head, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	if trace == nil {
+		return head, nil
+	}
+	if lines == nil {
+		lines = encodeLines(trace)
+	}
+	// "trace" follows fields whose encoded strings escape every quote:
+	// its first occurrence is the field.
+	at := bytes.Index(head, []byte(`"trace":null`)) + len(`"trace":`)
+	b := make([]byte, 0, len(head)-len("null")+len(lines))
+	b = append(b, head[:at]...)
+	b = append(b, lines...)
+	return append(b, head[at+len("null"):]...), nil
+}
+
+// resultPayload is the payload the SDK's JSON converter would make of a
+// result encoded as enc, for the workflow to return (a RawValue: the SDK
+// applies the codec, not the converters).
+func resultPayload(enc []byte) converter.RawValue {
+	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)}, Data: enc})
+}
+
+// encodeLines is json.Marshal(lines) (lines not nil).
+func encodeLines(lines []TraceLine) []byte {
+	size := 2
+	for i := range lines {
+		size += lineMin(&lines[i]) + 16 // most lines need no escape
+	}
+	return appendTraceLines(make([]byte, 0, size), lines)
+}
+
+// appendTraceLines appends json.Marshal(lines) (lines not nil).
+func appendTraceLines(b []byte, lines []TraceLine) []byte {
+	b = append(b, '[')
+	for i := range lines {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendTraceLine(b, &lines[i])
+	}
+	return append(b, ']')
+}
+
+// appendTraceLine appends json.Marshal(*l).
+func appendTraceLine(b []byte, l *TraceLine) []byte {
+	b = append(b, `{"turn":`...)
+	b = strconv.AppendInt(b, int64(l.Turn), 10)
+	b = append(b, `,"call_id":`...)
+	b = jsonenc.AppendString(b, l.CallID)
+	b = append(b, `,"tool":`...)
+	b = jsonenc.AppendString(b, l.Tool)
+	b = append(b, `,"arguments":`...)
+	b = jsonenc.AppendRaw(b, l.Arguments)
+	b = append(b, `,"outcome":`...)
+	b = jsonenc.AppendString(b, string(l.Outcome))
+	b = append(b, `,"result":`...)
+	b = jsonenc.AppendRaw(b, l.Result)
+	b = append(b, `,"error":`...)
+	if l.Error == nil {
+		b = append(b, "null"...)
+	} else {
+		b = jsonenc.AppendString(b, *l.Error)
+	}
+	if l.ServedFrom != nil {
+		b = append(b, `,"served_from":`...)
+		b = strconv.AppendInt(b, int64(*l.ServedFrom), 10)
+	}
+	if l.Relation != "" {
+		b = append(b, `,"relation":`...)
+		b = jsonenc.AppendString(b, string(l.Relation))
+	}
+	if l.Key != "" {
+		b = append(b, `,"key":`...)
+		b = jsonenc.AppendString(b, l.Key)
+	}
+	if l.ResultIn != nil {
+		b = append(b, `,"result_in":`...)
+		b = strconv.AppendInt(b, int64(*l.ResultIn), 10)
+	}
+	if l.NearMiss != nil {
+		b = append(b, `,"near_miss":`...)
+		b = appendNearMiss(b, l.NearMiss)
+	}
+	return append(b, '}')
+}
+
+// appendNearMiss appends json.Marshal(*nm).
+func appendNearMiss(b []byte, nm *dedup.NearMiss) []byte {
+	b = append(b, `{"record":`...)
+	b = strconv.AppendInt(b, int64(nm.Record), 10)
+	b = append(b, `,"call_id":`...)
+	b = jsonenc.AppendString(b, nm.CallID)
+	b = append(b, `,"reason":`...)
+	b = jsonenc.AppendString(b, string(nm.Reason))
+	if len(nm.Differences) > 0 {
+		b = append(b, `,"differences":[`...)
+		for i := range nm.Differences {
+			d := &nm.Differences[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"path":`...)
+			b = jsonenc.AppendString(b, d.Path)
+			if len(d.Was) > 0 {
+				b = append(b, `,"was":`...)
+				b = jsonenc.AppendRaw(b, d.Was)
+			}
+			if len(d.Now) > 0 {
+				b = append(b, `,"now":`...)
+				b = jsonenc.AppendRaw(b, d.Now)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if nm.Distance != 0 {
+		b = append(b, `,"distance":`...)
+		b = strconv.AppendInt(b, int64(nm.Distance), 10)
+	}
+	return append(b, '}')
+}

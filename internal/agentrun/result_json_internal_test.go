@@ -1,0 +1,71 @@
+package agentrun
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+)
+
+// A run's result is written as json.Marshal writes it, and as the SDK's
+// JSON converter's payload: answers that hold what the trace is found by,
+// a trace nil, empty or not, and every optional member.
+func TestResultJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	texts := []string{"", "a", `"trace":null`, `,"trace":[]`, "<&>", "\u2028", "\"\\\n", "é", "trace"}
+	text := func() string {
+		s := ""
+		for range rng.IntN(3) {
+			s += texts[rng.IntN(len(texts))]
+		}
+		return s
+	}
+	dc := converter.GetDefaultDataConverter()
+	for i := range 5000 {
+		res := RunResult{Status: text(), Agent: text(), ThreadID: text(), Answer: text(), Turns: rng.IntN(9), Error: text(),
+			TraceFrom: rng.IntN(3), ContinuedAsNew: rng.IntN(2)}
+		switch rng.IntN(3) {
+		case 0: // nil: null
+		case 1:
+			res.Trace = []TraceLine{}
+		default:
+			for range 1 + rng.IntN(3) {
+				l := TraceLine{Turn: rng.IntN(9), CallID: text(), Tool: text(), Arguments: json.RawMessage(`{"order_id": "ord-1"}`), Outcome: OutcomeExecuted}
+				if rng.IntN(2) == 0 {
+					l.Result, l.Key = json.RawMessage(`{"refund_id":"rf-<1>"}`), text()
+					l.NearMiss = &dedup.NearMiss{Record: 1, CallID: text(), Reason: dedup.NearMissReason(text()),
+						Differences: []dedup.Difference{{Path: "/order_id", Was: json.RawMessage(`"ord-0"`), Now: json.RawMessage(`"ord-1"`)}}, Distance: 1}
+				}
+				res.Trace = append(res.Trace, l)
+			}
+		}
+		if rng.IntN(4) == 0 {
+			res.Interrupt = &Interrupt{ID: text(), Hook: text(), Reason: text()}
+			res.TraceParts = []activities.Part{{Run: text(), From: 0, To: 2}}
+			res.Summary = map[Outcome]int{OutcomeExecuted: 2, OutcomeCached: 1}
+		}
+		want, err := json.Marshal(res)
+		require.NoError(t, err)
+		got, err := encodeResult(res, nil)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "result %d", i)
+		if res.Trace != nil {
+			got, err = encodeResult(res, appendTraceLines(nil, res.Trace))
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got), "result %d, its lines encoded already", i)
+		}
+
+		p := resultPayload(got)
+		sdk, err := dc.ToPayload(res)
+		require.NoError(t, err)
+		mine, err := dc.ToPayload(p)
+		require.NoError(t, err)
+		require.Equal(t, sdk.GetMetadata(), mine.GetMetadata())
+		require.Equal(t, string(sdk.GetData()), string(mine.GetData()))
+	}
+}
