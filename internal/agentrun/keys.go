@@ -3,7 +3,6 @@ package agentrun
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -22,16 +21,26 @@ func (r *run) key(spec activities.ToolSpec, args *dedup.Args) string {
 	if spec.KeyTemplate != "" {
 		return expandKey(spec.KeyTemplate, args.Value())
 	}
-	h := sha256.New()
-	for _, part := range []string{r.namespace, r.in.Agent, r.scope, spec.Name, args.ValueKey()} {
-		h.Write([]byte(strconv.Itoa(len(part))))
-		h.Write([]byte{':'})
-		h.Write([]byte(part))
+	// SHA-256 of each part as its length, ":" and itself (then "#" and
+	// the execution's number for a tool that is not idempotent): the first
+	// 20 bytes in hex. Written into buffers on the stack: every call
+	// takes a key, on every replay.
+	var arr [256]byte
+	b := arr[:0]
+	for _, part := range [...]string{r.namespace, r.in.Agent, r.scope, spec.Name, args.ValueKey()} {
+		b = strconv.AppendInt(b, int64(len(part)), 10)
+		b = append(b, ':')
+		b = append(b, part...)
 	}
 	if !spec.Idempotent {
-		fmt.Fprintf(h, "#%d", r.baseLen+r.executions)
+		b = append(b, '#')
+		b = strconv.AppendInt(b, int64(r.baseLen+r.executions), 10)
 	}
-	return "tulip-" + hex.EncodeToString(h.Sum(nil))[:40]
+	sum := sha256.Sum256(b)
+	var key [len("tulip-") + 40]byte
+	copy(key[:], "tulip-")
+	hex.Encode(key[len("tulip-"):], sum[:20])
+	return string(key[:])
 }
 
 // minted is the thread state's Minted as this run hands it on: the loaded

@@ -360,8 +360,11 @@ const (
 // continue-as-new input, a failure's details) could grow past the payload
 // limit: never after side effects that could then not be recorded.
 func (r *run) checkBudget(ctx wf.Context, calls int) error {
-	if !r.stateByRef {
-		return nil
+	if !r.stateByRef || r.limit < 0 {
+		return nil // no limit (read already)
+	}
+	if r.limit > 0 && r.stateBound(false)+turnHeadroom+calls*perCall <= r.limit {
+		return nil // under the limit read already, by a bound that costs no encoding
 	}
 	size := r.stateEstimate() + turnHeadroom + calls*perCall
 	if size <= MinPayloadLimit {
@@ -381,7 +384,11 @@ func (r *run) checkBudget(ctx wf.Context, calls int) error {
 
 // stateEstimate bounds the size of the state by reference the run would
 // carry now, without encoding it.
-func (r *run) stateEstimate() int {
+func (r *run) stateEstimate() int { return r.stateBound(true) }
+
+// stateBound is stateEstimate, its messages counted exactly (exact) or
+// by a looser bound that reads only their lengths.
+func (r *run) stateBound(exact bool) int {
 	content := func(n int) int { return min(n, InlineLimit+2) }
 	size := 1024
 	for name, snap := range r.loadedAgents() {
@@ -416,7 +423,12 @@ func (r *run) stateEstimate() int {
 		}
 	}
 	for i := range r.messages[r.sent.Count-r.base:] {
-		size += activities.MessageJSONSize(&r.messages[r.sent.Count-r.base+i])
+		m := &r.messages[r.sent.Count-r.base+i]
+		if exact {
+			size += activities.MessageJSONSize(m)
+		} else {
+			size += messageMax(m)
+		}
 	}
 	return size
 }

@@ -65,6 +65,20 @@ func messageMin(m *activities.Message) int {
 	return n
 }
 
+// messageMax bounds len(json.Marshal(*m)) from its texts' lengths alone:
+// a byte encodes as at most 6 (\u00XX), a member's name and punctuation
+// within 32.
+func messageMax(m *activities.Message) int {
+	n := 96 + 6*(len(m.Role)+len(m.Content)+len(m.ToolCallID))
+	for _, c := range m.ToolCalls {
+		n += 64 + 6*(len(c.ID)+len(c.Name)+len(c.Arguments))
+	}
+	if m.ContentIn != nil {
+		n += 48
+	}
+	return n
+}
+
 func lineMin(l *TraceLine) int {
 	n := minLine + len(l.CallID) + len(l.Tool) + len(l.Outcome) + rawOrNull(l.Arguments) + rawOrNull(l.Result) + member("key", l.Key)
 	if l.Error != nil {

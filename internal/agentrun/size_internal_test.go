@@ -70,6 +70,7 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 		b, err = json.Marshal(m)
 		require.NoError(t, err)
 		require.LessOrEqual(t, messageMin(&m), len(b), "message %d: %s", i, b)
+		require.GreaterOrEqual(t, messageMax(&m), len(b), "message %d: %s", i, b)
 
 		lines := []TraceLine{l, l, l}
 		b, err = json.Marshal(lines)
