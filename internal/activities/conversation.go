@@ -19,8 +19,10 @@ func ExtendDigest(d string, msgs ...Message) string {
 	if len(msgs) == 0 {
 		return d
 	}
-	var arr [1024]byte // most messages encode within it (on the stack)
-	buf := arr[:0]
+	bp := jsonBufs.Get().(*[]byte)
+	defer jsonBufs.Put(bp)
+	buf := *bp
+	defer func() { *bp = buf[:0] }()
 	var sum [sha256.Size]byte
 	var link [2*sha256.Size + sha256.Size]byte // a digest in hex, then a message's hash
 	prev := append(link[:0:0], d...)           // the digest so far, in hex

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/tulip-temporal/tulip/internal/jsonenc"
 )
@@ -50,6 +51,13 @@ func appendMessageJSON(b []byte, m *Message) []byte {
 
 // MessageJSONSize is len(json.Marshal(m)), without reflection.
 func MessageJSONSize(m *Message) int {
-	var arr [1024]byte // most messages encode within it (on the stack)
-	return len(appendMessageJSON(arr[:0], m))
+	bp := jsonBufs.Get().(*[]byte)
+	*bp = appendMessageJSON((*bp)[:0], m)
+	n := len(*bp)
+	jsonBufs.Put(bp)
+	return n
 }
+
+// jsonBufs are buffers to write a message's JSON into: a response's
+// assistant message (its calls) is often kilobytes.
+var jsonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

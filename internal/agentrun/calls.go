@@ -197,7 +197,7 @@ func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response i
 // hook rewrote the call, is its arguments as the model emitted them; mode
 // is how the call meets the log.
 func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode) *step {
-	spec, opts := tool.Spec(), tool.Options()
+	spec := tool.Spec()
 	key := r.key(spec, args)
 	c := &calllog.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
 		Key: key, Mode: mode}
@@ -205,6 +205,7 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		Toolset: spec.Toolset}
 	var f wf.Future
 	if spec.Local {
+		opts := tool.Options()
 		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			Summary: activitySummary(spec.Name, key)})
 		// A local activity is handed its arguments as Go values, not encoded.
@@ -243,9 +244,13 @@ var replayedInput = converter.NewRawValue(&commonpb.Payload{})
 // names the call for the Web UI; while the run replays, the options
 // carry no Summary and are made once a tool.
 func (r *run) activityContext(ctx wf.Context, tool *activities.Tool, key string, replaying bool) wf.Context {
-	spec, opts := tool.Spec(), tool.Options()
-	o := wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy, HeartbeatTimeout: opts.HeartbeatTimeout}
+	spec := tool.Spec()
+	options := func() wf.ActivityOptions {
+		opts := tool.Options()
+		return wf.ActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy, HeartbeatTimeout: opts.HeartbeatTimeout}
+	}
 	if !replaying {
+		o := options()
 		o.Summary = activitySummary(spec.Name, key)
 		return wf.WithActivityOptions(ctx, o)
 	}
@@ -255,7 +260,7 @@ func (r *run) activityContext(ctx wf.Context, tool *activities.Tool, key string,
 	}
 	actx, ok := c.byTool[spec.Name]
 	if !ok {
-		actx = wf.WithActivityOptions(ctx, o)
+		actx = wf.WithActivityOptions(ctx, options())
 		c.byTool[spec.Name] = actx
 	}
 	return actx

@@ -252,8 +252,8 @@ func (r *run) summary() map[Outcome]int {
 		turn int
 		call string
 	}
-	final := map[at]Outcome{}
-	var order []at
+	final := make(map[at]Outcome, len(r.trace))
+	order := make([]at, 0, len(r.trace))
 	for _, l := range r.trace {
 		k := at{l.Turn, l.CallID}
 		if _, ok := final[k]; !ok {

@@ -34,10 +34,20 @@ func encodeResult(res RunResult, lines []byte) ([]byte, error) {
 	// "trace" follows fields whose encoded strings escape every quote:
 	// its first occurrence is the field.
 	at := bytes.Index(head, []byte(`"trace":null`)) + len(`"trace":`)
-	b := make([]byte, 0, len(head)-len("null")+len(lines))
-	b = append(b, head[:at]...)
-	b = append(b, lines...)
-	return append(b, head[at+len("null"):]...), nil
+	n, total := len(lines), len(head)-len("null")+len(lines)
+	if cap(lines) < total {
+		b := make([]byte, 0, total)
+		b = append(b, head[:at]...)
+		b = append(b, lines...)
+		return append(b, head[at+len("null"):]...), nil
+	}
+	// In place: the lines move up to make room for what comes before
+	// them (encodeLines leaves room).
+	b := lines[:total]
+	copy(b[at:], lines[:n])
+	copy(b, head[:at])
+	copy(b[at+n:], head[at+len("null"):])
+	return b, nil
 }
 
 // resultPayload is the payload the SDK's JSON converter would make of a
@@ -47,9 +57,10 @@ func resultPayload(enc []byte) converter.RawValue {
 	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)}, Data: enc})
 }
 
-// encodeLines is json.Marshal(lines) (lines not nil).
+// encodeLines is json.Marshal(lines) (lines not nil), with room after it
+// for the rest of a result (encodeResult), which most results fit.
 func encodeLines(lines []TraceLine) []byte {
-	size := 2
+	size := 2 + 2048
 	for i := range lines {
 		size += lineMin(&lines[i]) + 16 // most lines need no escape
 	}

@@ -29,7 +29,6 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -192,19 +191,6 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	srv.Stop()
-	if os.Getenv("TULIP_BENCH_DUMP") != "" {
-		for _, n := range ns {
-			for name, h := range map[string]*historypb.History{"tulip": hists[n], "plain": plain[n]} {
-				counts := map[string]int{}
-				size := 0
-				for _, e := range h.Events {
-					counts[e.GetEventType().String()]++
-					size += proto.Size(e)
-				}
-				b.Logf("%s N=%d bytes=%d %v", name, n, size, counts)
-			}
-		}
-	}
 	for _, n := range ns {
 		hist := hists[n]
 		plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
