@@ -338,12 +338,16 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
-	if err := r.checkSize(ctx, "the continue-as-new state", next); err != nil {
+	enc, err := encodeContinued(next)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the continue-as-new state does not encode: %v", err), activities.ErrPayloadTooLarge, nil)
+	}
+	if err := r.checkEncoded(ctx, "the continue-as-new state", enc); err != nil {
 		return err
 	}
 	r.count(ctx, "continue-as-new", MetricContinuedAsNew, 1)
 	r.gaugeOf(ctx, "continue-as-new-bytes", MetricStateBytes, func() int { b, _ := json.Marshal(st); return len(b) }, "continue_as_new")
-	return wf.NewContinueAsNewError(ctx, WorkflowName, next)
+	return wf.NewContinueAsNewError(ctx, WorkflowName, jsonPayload(enc))
 }
 
 // Bounds of what a turn adds to the state a run carries (refs.go): a

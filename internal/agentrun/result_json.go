@@ -3,6 +3,8 @@ package agentrun
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -50,10 +52,10 @@ func encodeResult(res RunResult, lines []byte) ([]byte, error) {
 	return b, nil
 }
 
-// resultPayload is the payload the SDK's JSON converter would make of a
-// result encoded as enc, for the workflow to return (a RawValue: the SDK
-// applies the codec, not the converters).
-func resultPayload(enc []byte) converter.RawValue {
+// jsonPayload is the payload the SDK's JSON converter would make of a
+// value encoded as enc, for the workflow to hand the SDK (a RawValue: the
+// SDK applies the codec, not the converters).
+func jsonPayload(enc []byte) converter.RawValue {
 	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)}, Data: enc})
 }
 
@@ -62,7 +64,12 @@ func resultPayload(enc []byte) converter.RawValue {
 func encodeLines(lines []TraceLine) []byte {
 	size := 2 + 2048
 	for i := range lines {
-		size += lineMin(&lines[i]) + 16 // most lines need no escape
+		l := &lines[i]
+		// Most lines need no escape: their members' names and texts.
+		size += 160 + len(l.CallID) + len(l.Tool) + len(l.Arguments) + len(l.Result) + len(l.Key)
+		if l.NearMiss != nil {
+			size += 96 + 64*len(l.NearMiss.Differences)
+		}
 	}
 	return appendTraceLines(make([]byte, 0, size), lines)
 }
@@ -156,4 +163,45 @@ func appendNearMiss(b []byte, nm *dedup.NearMiss) []byte {
 		b = strconv.AppendInt(b, int64(nm.Distance), 10)
 	}
 	return append(b, '}')
+}
+
+// encodeContinued is the JSON of a continue-as-new input: json.Marshal's,
+// but for the agents' log snapshots it carries (most of it, JSON the log
+// wrote compact), which go in as they are: encoding/json would check and
+// compact each again. Each is marked in the encoding by a placeholder
+// found once, else the input is encoded by json.Marshal alone.
+func encodeContinued(in RunInput) ([]byte, error) {
+	c := in.Continued
+	if c == nil || c.State == nil || len(c.State.Agents) == 0 {
+		return json.Marshal(in)
+	}
+	agents := c.State.Agents
+	names := slices.Sorted(maps.Keys(agents))
+	marks := make(map[string]json.RawMessage, len(agents))
+	size := 0
+	for i, name := range names {
+		marks[name] = json.RawMessage(`"\u0000tulip-snapshot-` + strconv.Itoa(i) + `"`)
+		size += len(agents[name])
+	}
+	st, cc := *c.State, *c
+	st.Agents, cc.State = marks, &st
+	marked := in
+	marked.Continued = &cc
+	head, err := json.Marshal(marked)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(head)+size)
+	rest := head
+	for _, name := range names { // encoding/json writes a map's keys sorted
+		mark := marks[name]
+		at := bytes.Index(rest, mark)
+		if at < 0 || bytes.Contains(rest[at+len(mark):], mark) {
+			return json.Marshal(in)
+		}
+		b = append(b, rest[:at]...)
+		b = append(b, agents[name]...)
+		rest = rest[at+len(mark):]
+	}
+	return append(b, rest...), nil
 }

@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -60,12 +61,72 @@ func TestResultJSON(t *testing.T) {
 			require.Equal(t, string(want), string(got), "result %d, its lines encoded already", i)
 		}
 
-		p := resultPayload(got)
+		p := jsonPayload(got)
 		sdk, err := dc.ToPayload(res)
 		require.NoError(t, err)
 		mine, err := dc.ToPayload(p)
 		require.NoError(t, err)
 		require.Equal(t, sdk.GetMetadata(), mine.GetMetadata())
 		require.Equal(t, string(sdk.GetData()), string(mine.GetData()))
+	}
+}
+
+// A continue-as-new input goes with its agents' snapshots as the log
+// wrote them: it decodes as json.Marshal's does, and is json.Marshal's
+// byte for byte when they are compact; a text in the input that reads as
+// a snapshot's placeholder leaves it to json.Marshal.
+func TestContinuedJSON(t *testing.T) {
+	snap := func(s string) json.RawMessage { return json.RawMessage(s) }
+	in := RunInput{Model: "m", Agent: "support", ThreadID: "t-1", Continued: &Carry{Turn: 3, Digest: "d",
+		State: &activities.Checkpoint{Run: "r1", Agents: map[string]json.RawMessage{
+			"support": snap(`{"records":[{"tool":"issue_refund","result":"<b>"}]}`), "billing": snap(`{"records":[]}`), "a": snap(`{}`)}}}}
+	for _, tc := range []struct {
+		name   string
+		change func(in *RunInput)
+	}{
+		{"snapshots", func(*RunInput) {}},
+		{"text before that reads as a placeholder", func(in *RunInput) { in.Model = "\x00tulip-snapshot-0" }},
+		{"text after that reads as a placeholder", func(in *RunInput) {
+			in.Continued.TraceParts = []activities.Part{{Run: "\x00tulip-snapshot-0"}}
+		}},
+		{"snapshot with whitespace", func(in *RunInput) {
+			in.Continued.State.Agents["a"] = snap("{ \"x\" : [1, 2] }\n")
+		}},
+		{"no state", func(in *RunInput) { in.Continued.State = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := in
+			c, st := *in.Continued, *in.Continued.State
+			st.Agents = maps.Clone(st.Agents)
+			c.State = &st
+			in.Continued = &c
+			tc.change(&in)
+			if in.Continued.State == nil {
+				in.Continued = &c
+			}
+			want, err := json.Marshal(in)
+			require.NoError(t, err)
+			got, err := encodeContinued(in)
+			require.NoError(t, err)
+			var a, b RunInput
+			require.NoError(t, json.Unmarshal(want, &a))
+			require.NoError(t, json.Unmarshal(got, &b))
+			if a.Continued.State != nil {
+				// A snapshot's bytes may differ (its <, > and & kept, its
+				// spaces kept): its values may not.
+				require.Equal(t, len(a.Continued.State.Agents), len(b.Continued.State.Agents))
+				for name, snap := range a.Continued.State.Agents {
+					var va, vb any
+					require.NoError(t, json.Unmarshal(snap, &va))
+					require.NoError(t, json.Unmarshal(b.Continued.State.Agents[name], &vb))
+					require.Equal(t, va, vb, name)
+				}
+				a.Continued.State.Agents, b.Continued.State.Agents = nil, nil
+			}
+			require.Equal(t, a, b)
+			if tc.name != "snapshots" && tc.name != "snapshot with whitespace" {
+				require.Equal(t, string(want), string(got), "json.Marshal's")
+			}
+		})
 	}
 }

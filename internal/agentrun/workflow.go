@@ -68,7 +68,7 @@ const DefaultPayloadLimit = 2<<20 - 64<<10
 // comes by pointer so that the run can let go of it once decoded (the
 // SDK's reflective call holds its arguments for as long as the run
 // lives, in a worker's cache too).
-// Its result is a RunResult's JSON payload (resultPayload).
+// Its result is a RunResult's JSON payload (jsonPayload).
 type Func = func(ctx wf.Context, in *json.RawMessage,
 	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (converter.RawValue, error)
 
@@ -114,7 +114,7 @@ func New(cfg Config) (Func, error) {
 		if _, err := r.complete(ctx); err != nil {
 			return converter.RawValue{}, err
 		}
-		return resultPayload(r.result), nil
+		return jsonPayload(r.result), nil
 	}, nil
 }
 
