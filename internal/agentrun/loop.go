@@ -48,7 +48,11 @@ func (r *run) loop(ctx wf.Context) error {
 		r.drainSignals(ctx)
 		var resp activities.ModelResponse
 		start := wf.Now(ctx)
-		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, r.modelInput()).Get(ctx, &resp); err != nil {
+		var input any = r.modelInput()
+		if wf.IsReplaying(ctx) {
+			input = replayedInput // the command is matched, never sent (calls.go)
+		}
+		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, input).Get(ctx, &resp); err != nil {
 			r.observeModel(ctx, start, 0, err)
 			return err
 		}

@@ -111,7 +111,11 @@ func (a *Args) valueHashFor(hs *hasher, tool string) uint64 {
 	if !a.haveVH || a.hashTool != tool {
 		a.resetHashes(tool)
 		hs.start(tool)
-		writeValueKey(&hs.h, &a.val)
+		if a.haveValueKey {
+			hs.h.WriteString(a.valueKey) // the same bytes, written already
+		} else {
+			writeValueKey(&hs.h, &a.val)
+		}
 		a.vh, a.haveVH = hs.h.Sum64(), true
 	}
 	return a.vh

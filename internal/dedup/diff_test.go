@@ -123,3 +123,19 @@ func TestDiffAsBefore(t *testing.T) {
 		require.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "pair %d: %s / %s", i, a.Text(), b.Text())
 	}
 }
+
+// An argument object's hash is the same whether its value key was
+// written already (and is hashed as text) or not (and is hashed as it is
+// written): a call and a record meet in the log either way.
+func TestValueHashEitherWay(t *testing.T) {
+	texts := []string{`{"order_id": "ord-1", "amount": 120.0}`, `{"amount": 120, "order_id": "ord-1"}`, `{}`, `{"a": [1, {"b": null}], "c": "é\u2028"}`, `{"x": 1e3, "y": true}`}
+	hs := newHasher()
+	for _, text := range texts {
+		cold, err := Parse(text, Limits{})
+		require.NoError(t, err)
+		warm, err := Parse(text, Limits{})
+		require.NoError(t, err)
+		_ = warm.ValueKey()
+		require.Equal(t, cold.valueHashFor(hs, "t"), warm.valueHashFor(hs, "t"), text)
+	}
+}

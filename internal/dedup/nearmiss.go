@@ -213,7 +213,8 @@ func diffValue(a, b *Value, path string, out *[]Difference) int {
 	switch {
 	case a.kind == Object && b.kind == Object:
 		n := 0
-		for _, k := range memberNames(a, b) {
+		var buf [16]string // most objects' names fit: no allocation
+		for _, k := range memberNames(buf[:0], a, b) {
 			av, bv := a.Get(k), b.Get(k)
 			switch {
 			case av == nil || bv == nil:
@@ -247,9 +248,9 @@ func diffValue(a, b *Value, path string, out *[]Difference) int {
 	return add(out, path, a, b)
 }
 
-// memberNames is the names of a's and b's members, each once, sorted.
-func memberNames(a, b *Value) []string {
-	names := make([]string, 0, len(a.obj)+len(b.obj))
+// memberNames appends to names the names of a's and b's members, each
+// once, sorted.
+func memberNames(names []string, a, b *Value) []string {
 	if len(a.obj)+len(b.obj) > 32 {
 		seen := map[string]bool{}
 		for _, v := range []*Value{a, b} {

@@ -87,36 +87,42 @@ func AppendRaw(b []byte, raw json.RawMessage) []byte {
 		return append(b, raw...)
 	}
 	inString := false
+	start := 0 // raw[start:i] is still to copy, as it is
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		if inString {
 			switch c {
 			case '\\':
-				b = append(b, c, raw[i+1]) // an escape: its next byte is ASCII, kept
-				i++
+				i++ // an escape: its next byte is ASCII, kept
 				continue
 			case '"':
 				inString = false
+				continue
 			}
 		} else {
 			switch c {
-			case ' ', '\t', '\n', '\r':
-				continue // whitespace between tokens
+			case ' ', '\t', '\n', '\r': // whitespace between tokens: left out
+				b = append(b, raw[start:i]...)
+				start = i + 1
+				continue
 			case '"':
 				inString = true
+				continue
 			}
 		}
 		switch {
 		case c == '<' || c == '>' || c == '&':
+			b = append(b, raw[start:i]...)
 			b = append(b, '\\', 'u', '0', '0', hexLower[c>>4], hexLower[c&0xF])
+			start = i + 1
 		case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && (raw[i+2] == 0xA8 || raw[i+2] == 0xA9):
+			b = append(b, raw[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexLower[raw[i+2]&0xF])
 			i += 2
-		default:
-			b = append(b, c)
+			start = i + 1
 		}
 	}
-	return b
+	return append(b, raw[start:]...)
 }
 
 // rawNeedsWork reports whether json.Marshal would change raw: whitespace
