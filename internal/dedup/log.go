@@ -356,13 +356,12 @@ func encodeSnapshot(responses int, recs []Record) ([]byte, error) {
 			}
 		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return nil, fmt.Errorf("dedup: snapshot: %w", err)
+	size := 64
+	for i := range recs {
+		r := &recs[i]
+		size += 160 + len(r.Tool) + len(r.Arguments) + len(r.Run) + len(r.CallID) + len(r.Result) + len(r.Key) + len(r.ArgsHash) + len(r.Holder)
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return appendSnapshot(make([]byte, 0, size), &s), nil
 }
 
 // ErrSnapshot is wrapped by every Restore error.

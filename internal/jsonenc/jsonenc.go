@@ -20,14 +20,27 @@ var asIs = func() (t [256]bool) {
 	return t
 }()
 
+// asIsNoHTML is asIs with the HTML characters kept.
+var asIsNoHTML = func() (t [256]bool) {
+	t = asIs
+	t['<'], t['>'], t['&'] = true, true, true
+	return t
+}()
+
 // AppendString appends s as encoding/json writes a string with HTML
 // escaping on (json.Marshal): <, > and & as \u escapes, U+2028 and U+2029
 // too, invalid UTF-8 as \ufffd.
-func AppendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte { return appendString(b, s, &asIs) }
+
+// AppendStringNoHTML appends s as an encoding/json Encoder with HTML
+// escaping off writes it: as AppendString, but <, > and & as they are.
+func AppendStringNoHTML(b []byte, s string) []byte { return appendString(b, s, &asIsNoHTML) }
+
+func appendString(b []byte, s string, keep *[256]bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if asIs[s[i]] {
+		if keep[s[i]] {
 			i++
 			continue
 		}
@@ -148,4 +161,31 @@ func rawNeedsWork(raw []byte) bool {
 		}
 	}
 	return false
+}
+
+// AppendRawNoHTML appends raw as an encoding/json Encoder with HTML
+// escaping off writes a json.RawMessage: null when empty, else compacted,
+// nothing escaped. raw must be valid JSON, as for AppendRaw.
+func AppendRawNoHTML(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return append(b, "null"...)
+	}
+	inString := false
+	start := 0 // raw[start:i] is still to copy, as it is
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case inString:
+			if c == '\\' {
+				i++ // an escape's next byte is ASCII, kept
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r': // whitespace between tokens: left out
+			b = append(b, raw[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(b, raw[start:]...)
 }

@@ -99,3 +99,31 @@ func TestAppendRaw(t *testing.T) {
 	require.Equal(t, `x:{"a":1}`, string(AppendRaw([]byte("x:"), json.RawMessage(` { "a" : 1 } `))))
 	require.Equal(t, `"\u003cb\u003e \u2028"`, string(AppendRaw(nil, json.RawMessage("\"<b> \u2028\""))))
 }
+
+// encodeNoHTML is what an encoding/json Encoder with HTML escaping off
+// writes for v.
+func encodeNoHTML(t *testing.T, v any) string {
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
+	enc.SetEscapeHTML(false)
+	require.NoError(t, enc.Encode(v))
+	return strings.TrimSuffix(sb.String(), "\n")
+}
+
+func TestAppendNoHTML(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	spaces := []string{"", " ", "\t", "\n", "\r\n  "}
+	for range 20000 {
+		s := randomText(rng)
+		require.Equal(t, encodeNoHTML(t, s), string(AppendStringNoHTML(nil, s)), "%q", s)
+
+		raw := []byte(encodeNoHTML(t, randomValue(rng, 0)))
+		if rng.IntN(2) == 0 {
+			indented, err := json.MarshalIndent(json.RawMessage(raw), spaces[rng.IntN(len(spaces))], spaces[rng.IntN(len(spaces))])
+			require.NoError(t, err)
+			raw = indented
+		}
+		require.Equal(t, encodeNoHTML(t, json.RawMessage(raw)), string(AppendRawNoHTML(nil, raw)), "%q", raw)
+	}
+	require.Equal(t, "null", string(AppendRawNoHTML(nil, nil)))
+}
