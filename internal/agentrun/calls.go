@@ -212,8 +212,10 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		f = wf.ExecuteLocalActivity(r.calls.Mark(lctx, c), tool.ActivityName(), in)
 	} else {
 		replaying := wf.IsReplaying(ctx)
-		var input any = replayedInput
-		if !replaying {
+		var input any
+		if replaying {
+			input = replayedInput()
+		} else {
 			input = activities.ToolInputJSON(in).Payload()
 		}
 		f = wf.ExecuteActivity(r.calls.Mark(r.activityContext(ctx, tool, key, replaying), c), tool.ActivityName(), input)
@@ -237,8 +239,12 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 // matched to its recorded event and never sent: the SDK matches an
 // activity by its ID and type alone, and drops the command. What only
 // the command carries (the input, the Summary) is not made then:
-// replayedInput stands for the input.
-var replayedInput = converter.NewRawValue(&commonpb.Payload{})
+// replayedInput stands for the input, a JSON null of its own (a data
+// converter's codec may see it, and may change a payload it sees).
+func replayedInput() converter.RawValue {
+	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
+		Data: []byte("null")})
+}
 
 // activityContext is ctx with a tool activity's options. Its Summary
 // names the call for the Web UI; while the run replays, the options

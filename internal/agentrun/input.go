@@ -18,14 +18,6 @@ func decodeStrict(what string, data []byte, v any) error {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return badInput(what + " is missing")
 	}
-	// Most inputs are well formed: one strict decode takes them. A
-	// failed one (no object, an unknown field) is decoded again below
-	// for the error that names every unknown field.
-	fast := json.NewDecoder(bytes.NewReader(trimmed))
-	fast.DisallowUnknownFields()
-	if fast.Decode(v) == nil {
-		return nil
-	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &fields); err != nil {
 		return badInput(fmt.Sprintf("%s is not a JSON object", what))

@@ -165,11 +165,13 @@ func appendNearMiss(b []byte, nm *dedup.NearMiss) []byte {
 	return append(b, '}')
 }
 
-// encodeContinued is the JSON of a continue-as-new input: json.Marshal's,
-// but for the agents' log snapshots it carries (most of it, JSON the log
-// wrote compact), which go in as they are: encoding/json would check and
-// compact each again. Each is marked in the encoding by a placeholder
-// found once, else the input is encoded by json.Marshal alone.
+// encodeContinued is json.Marshal(in) for a continue-as-new input: the
+// agents' log snapshots it carries (most of it) are written by
+// jsonenc.AppendRaw, which copies what needs no escape, where
+// encoding/json would check and compact each again. Each is marked in
+// the encoding by a placeholder found once, else the input is encoded by
+// json.Marshal alone. The bytes are json.Marshal's either way: the size
+// checks see what they saw.
 func encodeContinued(in RunInput) ([]byte, error) {
 	c := in.Continued
 	if c == nil || c.State == nil || len(c.State.Agents) == 0 {
@@ -200,7 +202,7 @@ func encodeContinued(in RunInput) ([]byte, error) {
 			return json.Marshal(in)
 		}
 		b = append(b, rest[:at]...)
-		b = append(b, agents[name]...)
+		b = jsonenc.AppendRaw(b, agents[name])
 		rest = rest[at+len(mark):]
 	}
 	return append(b, rest...), nil

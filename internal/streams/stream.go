@@ -197,6 +197,10 @@ func (s *Stream) Publish(topic string, value any) error {
 // either. Offsets and truncation are what Publish gives. A value that
 // then fails to encode is published as {"error": "..."}.
 func (s *Stream) PublishLazy(topic string, value any) {
+	if value == nil { // nothing to put off: a nil value is encoded now
+		_ = s.Publish(topic, nil)
+		return
+	}
 	s.log = append(s.log, WireItem{Topic: topic, Offset: s.Offset()})
 	for len(s.lazy) < len(s.log)-1 {
 		s.lazy = append(s.lazy, nil)
