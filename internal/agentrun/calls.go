@@ -214,7 +214,7 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		replaying := wf.IsReplaying(ctx)
 		var input any
 		if replaying {
-			input = replayedInput()
+			input = r.replayedInput()
 		} else {
 			input = activities.ToolInputJSON(in).Payload()
 		}
@@ -239,11 +239,15 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 // matched to its recorded event and never sent: the SDK matches an
 // activity by its ID and type alone, and drops the command. What only
 // the command carries (the input, the Summary) is not made then:
-// replayedInput stands for the input, a JSON null of its own (a data
-// converter's codec may see it, and may change a payload it sees).
-func replayedInput() converter.RawValue {
-	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
-		Data: []byte("null")})
+// replayedInput stands for the input, a JSON null the run's own (a data
+// converter's codec may see it, and may change a payload it sees: only
+// this run's workflow code, one goroutine, ever hands it over).
+func (r *run) replayedInput() converter.RawValue {
+	if r.replayInput == nil {
+		r.replayInput = &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
+			Data: []byte("null")}
+	}
+	return converter.NewRawValue(r.replayInput)
 }
 
 // activityContext is ctx with a tool activity's options. Its Summary

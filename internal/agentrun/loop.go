@@ -50,7 +50,7 @@ func (r *run) loop(ctx wf.Context) error {
 		start := wf.Now(ctx)
 		var input any = r.modelInput()
 		if wf.IsReplaying(ctx) {
-			input = replayedInput() // the command is matched, never sent (calls.go)
+			input = r.replayedInput() // the command is matched, never sent (calls.go)
 		}
 		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, input).Get(ctx, &resp); err != nil {
 			r.observeModel(ctx, start, 0, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -200,8 +201,10 @@ type callState struct {
 	baseLen    int          // log length after the thread's state loaded
 	// thinEstimate is stateEstimate's count of the log's thin records.
 	thinEstimate estimate
-	// replayContexts are the tools' activity contexts while replaying.
+	// replayContexts are the tools' activity contexts while replaying,
+	// replayInput the input their commands carry then (replayedInput).
 	replayContexts replayContexts
+	replayInput    *commonpb.Payload
 }
 
 // conversation is the thread's conversation as the run holds it: its own
