@@ -124,43 +124,7 @@ func appendTraceLine(b []byte, l *TraceLine) []byte {
 	}
 	if l.NearMiss != nil {
 		b = append(b, `,"near_miss":`...)
-		b = appendNearMiss(b, l.NearMiss)
-	}
-	return append(b, '}')
-}
-
-// appendNearMiss appends json.Marshal(*nm).
-func appendNearMiss(b []byte, nm *dedup.NearMiss) []byte {
-	b = append(b, `{"record":`...)
-	b = strconv.AppendInt(b, int64(nm.Record), 10)
-	b = append(b, `,"call_id":`...)
-	b = jsonenc.AppendString(b, nm.CallID)
-	b = append(b, `,"reason":`...)
-	b = jsonenc.AppendString(b, string(nm.Reason))
-	if len(nm.Differences) > 0 {
-		b = append(b, `,"differences":[`...)
-		for i := range nm.Differences {
-			d := &nm.Differences[i]
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"path":`...)
-			b = jsonenc.AppendString(b, d.Path)
-			if len(d.Was) > 0 {
-				b = append(b, `,"was":`...)
-				b = jsonenc.AppendRaw(b, d.Was)
-			}
-			if len(d.Now) > 0 {
-				b = append(b, `,"now":`...)
-				b = jsonenc.AppendRaw(b, d.Now)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
-	if nm.Distance != 0 {
-		b = append(b, `,"distance":`...)
-		b = strconv.AppendInt(b, int64(nm.Distance), 10)
+		b = dedup.AppendNearMiss(b, l.NearMiss, true)
 	}
 	return append(b, '}')
 }

@@ -90,39 +90,51 @@ func appendRecord(b []byte, r *Record) []byte {
 		b = append(b, `,"result_in":`...)
 		b = strconv.AppendInt(b, int64(*r.ResultIn), 10)
 	}
-	if nm := r.NearMiss; nm != nil {
-		b = append(b, `,"near_miss":{"record":`...)
-		b = strconv.AppendInt(b, int64(nm.Record), 10)
-		b = append(b, `,"call_id":`...)
-		b = str(b, nm.CallID)
-		b = append(b, `,"reason":`...)
-		b = str(b, string(nm.Reason))
-		if len(nm.Differences) > 0 {
-			b = append(b, `,"differences":[`...)
-			for i := range nm.Differences {
-				d := &nm.Differences[i]
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, `{"path":`...)
-				b = str(b, d.Path)
-				if len(d.Was) > 0 {
-					b = append(b, `,"was":`...)
-					b = jsonenc.AppendRawNoHTML(b, d.Was)
-				}
-				if len(d.Now) > 0 {
-					b = append(b, `,"now":`...)
-					b = jsonenc.AppendRawNoHTML(b, d.Now)
-				}
-				b = append(b, '}')
+	if r.NearMiss != nil {
+		b = append(b, `,"near_miss":`...)
+		b = AppendNearMiss(b, r.NearMiss, false)
+	}
+	return append(b, '}')
+}
+
+// AppendNearMiss appends nm's JSON as encoding/json writes it, with HTML
+// escaping on (json.Marshal: a run's trace) or off (an Encoder so set: a
+// snapshot).
+func AppendNearMiss(b []byte, nm *NearMiss, escapeHTML bool) []byte {
+	str, raw := jsonenc.AppendStringNoHTML, jsonenc.AppendRawNoHTML
+	if escapeHTML {
+		str, raw = jsonenc.AppendString, jsonenc.AppendRaw
+	}
+	b = append(b, `{"record":`...)
+	b = strconv.AppendInt(b, int64(nm.Record), 10)
+	b = append(b, `,"call_id":`...)
+	b = str(b, nm.CallID)
+	b = append(b, `,"reason":`...)
+	b = str(b, string(nm.Reason))
+	if len(nm.Differences) > 0 {
+		b = append(b, `,"differences":[`...)
+		for i := range nm.Differences {
+			d := &nm.Differences[i]
+			if i > 0 {
+				b = append(b, ',')
 			}
-			b = append(b, ']')
+			b = append(b, `{"path":`...)
+			b = str(b, d.Path)
+			if len(d.Was) > 0 {
+				b = append(b, `,"was":`...)
+				b = raw(b, d.Was)
+			}
+			if len(d.Now) > 0 {
+				b = append(b, `,"now":`...)
+				b = raw(b, d.Now)
+			}
+			b = append(b, '}')
 		}
-		if nm.Distance != 0 {
-			b = append(b, `,"distance":`...)
-			b = strconv.AppendInt(b, int64(nm.Distance), 10)
-		}
-		b = append(b, '}')
+		b = append(b, ']')
+	}
+	if nm.Distance != 0 {
+		b = append(b, `,"distance":`...)
+		b = strconv.AppendInt(b, int64(nm.Distance), 10)
 	}
 	return append(b, '}')
 }
