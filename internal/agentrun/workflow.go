@@ -103,16 +103,16 @@ func New(cfg Config) (Func, error) {
 		if err := r.accept(ctx, in, [][]byte{s1, s2, s3, s4, s5, s6, s7, s8}); err != nil {
 			return converter.RawValue{}, err
 		}
-		if _, err := r.setUp(ctx); err != nil {
+		if err := r.setUp(ctx); err != nil {
 			return converter.RawValue{}, err
 		}
 		if err := r.loop(ctx); err != nil {
 			if !wf.IsContinueAsNewError(err) {
-				_, err = r.fail(ctx, err)
+				err = r.fail(ctx, err)
 			}
 			return converter.RawValue{}, err
 		}
-		if _, err := r.complete(ctx); err != nil {
+		if err := r.complete(ctx); err != nil {
 			return converter.RawValue{}, err
 		}
 		return jsonPayload(r.result), nil
@@ -132,14 +132,12 @@ func (r *run) accept(ctx wf.Context, in *json.RawMessage, segs [][]byte) error {
 		return err
 	}
 	if err := decodeStrict("run input", raw, &r.in); err != nil {
-		_, err = r.refuse(ctx, err)
-		return err
+		return r.refuse(ctx, err)
 	}
 	if c := r.in.Continued; c != nil {
 		n := c.Segments
 		if n < 0 || n > MaxSegments {
-			_, err := r.refuse(ctx, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
-			return err
+			return r.refuse(ctx, badInput(fmt.Sprintf("run input: continued.segments is %d, not 0 to %d", n, MaxSegments)))
 		}
 		r.segs = segs[:n]
 	}
@@ -277,7 +275,7 @@ func badInput(msg string) error {
 
 // setUp readies the run for its first turn, or refuses or fails it (an
 // error).
-func (r *run) setUp(ctx wf.Context) (RunResult, error) {
+func (r *run) setUp(ctx wf.Context) error {
 	info := wf.GetInfo(ctx)
 	r.namespace, r.runID = info.Namespace, info.WorkflowExecution.RunID
 	r.scope = "run:" + info.WorkflowExecution.ID
@@ -309,7 +307,7 @@ func (r *run) setUp(ctx wf.Context) (RunResult, error) {
 		}
 	}
 	if err := r.registerHandlers(ctx); err != nil {
-		return RunResult{}, err
+		return err
 	}
 	// Runs recorded before threads carried their conversation (and before
 	// a run found its thread's runs itself) replay as they ran.
@@ -324,7 +322,7 @@ func (r *run) setUp(ctx wf.Context) (RunResult, error) {
 		r.stateByRef, r.streamOnDemand = v >= 1, v >= 2
 	}
 	if err := r.openStream(ctx); err != nil {
-		return RunResult{}, err
+		return err
 	}
 	if err := r.start(ctx); err != nil {
 		return r.fail(ctx, err) // not ready: fails with no state, which would be empty
@@ -336,16 +334,16 @@ func (r *run) setUp(ctx wf.Context) (RunResult, error) {
 		r.in.Continued = nil
 	}
 	r.ready = true
-	return RunResult{}, nil
+	return nil
 }
 
 // complete ends a run that answered: its result, its state.
-func (r *run) complete(ctx wf.Context) (RunResult, error) {
+func (r *run) complete(ctx wf.Context) error {
 	r.status = StatusCompleted
 	r.showDetails(ctx)
 	res, lines := r.viewEncoded()
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
-		return RunResult{}, err
+		return err
 	}
 	// Encoded once: for the size check and as the workflow's result.
 	enc, err := encodeResult(res, lines)
@@ -357,9 +355,9 @@ func (r *run) complete(ctx wf.Context) (RunResult, error) {
 	}
 	r.result = enc
 	if err := r.closeStream(ctx, true); err != nil {
-		return RunResult{}, err
+		return err
 	}
-	return res, nil
+	return nil
 }
 
 // start sets the run up: from its predecessor's carry (continue-as-new),
@@ -435,7 +433,7 @@ func (r *run) viewAs(encode bool) (RunResult, []byte) {
 // refuse fails a run refused before it began (a bad input, an unknown
 // hook): its details are a RunResult with its error and no state, as every
 // failure's are.
-func (r *run) refuse(ctx wf.Context, err error) (RunResult, error) {
+func (r *run) refuse(ctx wf.Context, err error) error {
 	errType, msg := activities.ErrBadInput, err.Error()
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
@@ -449,19 +447,19 @@ func (r *run) refuse(ctx wf.Context, err error) (RunResult, error) {
 	// A client reading the refused run as any other finds it failed with
 	// an empty log (handlers add no events: replay-safe to add here).
 	if err := wf.SetQueryHandler(ctx, QueryState, func() (StateView, error) { return res, nil }); err != nil {
-		return RunResult{}, err
+		return err
 	}
 	if err := wf.SetQueryHandler(ctx, QueryLog, func() ([]dedup.Record, error) { return []dedup.Record{}, nil }); err != nil {
-		return RunResult{}, err
+		return err
 	}
-	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+	return temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 }
 
 // fail ends the run with a non-retryable failure whose details hold the run
 // result, checkpoint included, so the thread keeps what this run recorded.
 // Details too large to write are left out: the next run on the thread then
 // reads this run's records from its history.
-func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
+func (r *run) fail(ctx wf.Context, cause error) error {
 	r.status = StatusFailed
 	// The failure keeps the type and message of the application error
 	// that caused it (a model's openai.Rejected, say), without wrapping
@@ -474,24 +472,24 @@ func (r *run) fail(ctx wf.Context, cause error) (RunResult, error) {
 	r.failure = msg
 	r.showDetails(ctx)
 	if err := r.closeStream(ctx, true); err != nil {
-		return RunResult{}, err
+		return err
 	}
 	res := r.view()
 	if !r.ready {
 		// The run never had its thread's state: its details hold no state
 		// (the next run must not take an empty one for the thread's).
 		if !r.stateByRef {
-			return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+			return temporal.NewNonRetryableApplicationError(msg, errType, nil)
 		}
-		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+		return temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 	}
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
-		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+		return temporal.NewNonRetryableApplicationError(msg, errType, nil)
 	}
 	if r.checkSize(ctx, "the failure's details", res) != nil {
-		return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil)
+		return temporal.NewNonRetryableApplicationError(msg, errType, nil)
 	}
-	return RunResult{}, temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
+	return temporal.NewNonRetryableApplicationError(msg, errType, nil, res)
 }
 
 // MinPayloadLimit is the smallest PayloadLimit a worker may set: payloads
