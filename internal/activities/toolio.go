@@ -29,7 +29,15 @@ type ToolInputJSON ToolInput
 // reflection) and still applies the data converter's codec.
 func (in ToolInputJSON) Payload() converter.RawValue {
 	b, _ := in.MarshalJSON() // never fails
-	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: jsonPlain}, Data: b})
+	return JSONPayload(b)
+}
+
+// JSONPayload is the payload the SDK's JSON payload converter makes of a
+// value whose JSON is data (encoding json/plain), as a RawValue: workflow
+// code that writes a value's JSON itself hands it to the SDK so (the SDK
+// skips its converters, its codec still applies).
+func JSONPayload(data []byte) converter.RawValue {
+	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: jsonPlain}, Data: data})
 }
 
 // jsonPlain is the JSON payload converter's encoding (shared: payloads'

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -243,11 +242,10 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 // converter's codec may see it, and may change a payload it sees: only
 // this run's workflow code, one goroutine, ever hands it over).
 func (r *run) replayedInput() converter.RawValue {
-	if r.replayInput == nil {
-		r.replayInput = &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
-			Data: []byte("null")}
+	if r.replayInput.Payload() == nil {
+		r.replayInput = activities.JSONPayload([]byte("null"))
 	}
-	return converter.NewRawValue(r.replayInput)
+	return r.replayInput
 }
 
 // activityContext is ctx with a tool activity's options. Its Summary

@@ -347,7 +347,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	}
 	r.count(ctx, "continue-as-new", MetricContinuedAsNew, 1)
 	r.gaugeOf(ctx, "continue-as-new-bytes", MetricStateBytes, func() int { b, _ := json.Marshal(st); return len(b) }, "continue_as_new")
-	return wf.NewContinueAsNewError(ctx, WorkflowName, jsonPayload(enc))
+	return wf.NewContinueAsNewError(ctx, WorkflowName, activities.JSONPayload(enc))
 }
 
 // Bounds of what a turn adds to the state a run carries (refs.go): a

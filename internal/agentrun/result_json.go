@@ -7,9 +7,6 @@ import (
 	"slices"
 	"strconv"
 
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/sdk/converter"
-
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/jsonenc"
 )
@@ -50,13 +47,6 @@ func encodeResult(res RunResult, lines []byte) ([]byte, error) {
 	copy(b, head[:at])
 	copy(b[at+n:], head[at+len("null"):])
 	return b, nil
-}
-
-// jsonPayload is the payload the SDK's JSON converter would make of a
-// value encoded as enc, for the workflow to hand the SDK (a RawValue: the
-// SDK applies the codec, not the converters).
-func jsonPayload(enc []byte) converter.RawValue {
-	return converter.NewRawValue(&commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)}, Data: enc})
 }
 
 // encodeLines is json.Marshal(lines) (lines not nil), with room after it

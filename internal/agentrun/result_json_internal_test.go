@@ -61,7 +61,7 @@ func TestResultJSON(t *testing.T) {
 			require.Equal(t, string(want), string(got), "result %d, its lines encoded already", i)
 		}
 
-		p := jsonPayload(got)
+		p := activities.JSONPayload(got)
 		sdk, err := dc.ToPayload(res)
 		require.NoError(t, err)
 		mine, err := dc.ToPayload(p)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -69,7 +68,7 @@ const DefaultPayloadLimit = 2<<20 - 64<<10
 // comes by pointer so that the run can let go of it once decoded (the
 // SDK's reflective call holds its arguments for as long as the run
 // lives, in a worker's cache too).
-// Its result is a RunResult's JSON payload (jsonPayload).
+// Its result is a RunResult's JSON payload (activities.JSONPayload).
 type Func = func(ctx wf.Context, in *json.RawMessage,
 	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (converter.RawValue, error)
 
@@ -115,7 +114,7 @@ func New(cfg Config) (Func, error) {
 		if err := r.complete(ctx); err != nil {
 			return converter.RawValue{}, err
 		}
-		return jsonPayload(r.result), nil
+		return activities.JSONPayload(r.result), nil
 	}, nil
 }
 
@@ -202,7 +201,7 @@ type callState struct {
 	// replayContexts are the tools' activity contexts while replaying,
 	// replayInput the input their commands carry then (replayedInput).
 	replayContexts replayContexts
-	replayInput    *commonpb.Payload
+	replayInput    converter.RawValue
 }
 
 // conversation is the thread's conversation as the run holds it: its own
