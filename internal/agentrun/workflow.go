@@ -240,9 +240,9 @@ type interruptState struct {
 	interrupts int
 	resumed    bool // a resume continued the run: calls execute without matching
 	phase      int  // resumes so far
+	phaseTurn  int  // the turn within the phase
 	// hooksSignal is the hooks signal's channel, drained before every call.
 	hooksSignal wf.ReceiveChannel
-	phaseTurn   int // the turn within the phase
 }
 
 // carried is what the run took from its predecessor (continue-as-new) or

@@ -89,11 +89,10 @@ type Stream struct {
 	marks    []readMark    // recent polls: what their subscribers had read
 	// lazy are the values of PublishLazy's items not encoded yet: lazy[i]
 	// is log[i]'s, nil for an item encoded already (len(lazy) <=
-	// len(log)); lazyN counts the values.
-	lazy  []any
-	lazyN int
-	ch    workflow.ReceiveChannel
-	now   func() time.Time
+	// len(log)).
+	lazy []any
+	ch   workflow.ReceiveChannel
+	now  func() time.Time
 }
 
 // readMark says a subscriber had read every item before offset upTo at
@@ -206,7 +205,6 @@ func (s *Stream) PublishLazy(topic string, value any) {
 		s.lazy = append(s.lazy, nil)
 	}
 	s.lazy = append(s.lazy, value)
-	s.lazyN++
 	for len(s.log) > 1 && len(s.log) > s.opts.MaxItems {
 		s.drop(1)
 	}
@@ -216,7 +214,7 @@ func (s *Stream) PublishLazy(topic string, value any) {
 // MaxBytes: what eager encoding would have kept (the newest items within
 // both bounds).
 func (s *Stream) encodeLazy() {
-	if s.lazyN == 0 {
+	if len(s.lazy) == 0 {
 		return
 	}
 	for i, v := range s.lazy {
@@ -230,7 +228,7 @@ func (s *Stream) encodeLazy() {
 		s.log[i].Data = data
 		s.bytes += itemSize(s.log[i])
 	}
-	s.lazy, s.lazyN = nil, 0
+	s.lazy = nil
 	for len(s.log) > 1 && s.bytes > s.opts.MaxBytes {
 		s.drop(1)
 	}
@@ -250,8 +248,7 @@ func (s *Stream) append(it WireItem) {
 func (s *Stream) drop(n int) {
 	for i, it := range s.log[:n] {
 		if i < len(s.lazy) && s.lazy[i] != nil {
-			s.lazyN-- // never encoded, never counted
-			continue
+			continue // never encoded, never counted
 		}
 		s.bytes -= itemSize(it)
 	}
