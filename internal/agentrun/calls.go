@@ -213,7 +213,7 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		replaying := wf.IsReplaying(ctx)
 		var input any
 		if replaying {
-			input = r.replayedInput()
+			input = r.unsent()
 		} else {
 			input = activities.ToolInputJSON(in).Payload()
 		}
@@ -236,16 +236,17 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 
 // While a run replays, the command that schedules a tool activity is
 // matched to its recorded event and never sent: the SDK matches an
-// activity by its ID and type alone, and drops the command. What only
-// the command carries (the input, the Summary) is not made then:
-// replayedInput stands for the input, a JSON null the run's own (a data
-// converter's codec may see it, and may change a payload it sees: only
-// this run's workflow code, one goroutine, ever hands it over).
-func (r *run) replayedInput() converter.RawValue {
-	if r.replayInput.Payload() == nil {
-		r.replayInput = activities.JSONPayload([]byte("null"))
+// activity by its ID and type alone (the completion by its type), and
+// drops the command. What only the command carries (the input, the
+// Summary, the result) is not made then: unsent stands for it, a JSON
+// null the run's own (a data converter's codec may see it, and may
+// change a payload it sees: only this run's workflow code, one
+// goroutine, ever hands it over).
+func (r *run) unsent() converter.RawValue {
+	if r.placeholder.Payload() == nil {
+		r.placeholder = activities.JSONPayload([]byte("null"))
 	}
-	return r.replayInput
+	return r.placeholder
 }
 
 // activityContext is ctx with a tool activity's options. Its Summary

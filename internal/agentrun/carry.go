@@ -57,7 +57,7 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 	}
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
-		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.convDigest(), Segments: len(segs), Continued: r.continued + 1}
+		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sentCursor(), Digest: r.convDigest(), Segments: len(segs), Continued: r.continued + 1}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
 	args := []any{next}
@@ -178,7 +178,8 @@ func (r *run) restore(c *Carry, raw [][]byte) error {
 		return err
 	}
 	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
-	r.interrupts, r.executions, r.baseLen, r.sent = c.Interrupts, c.Executions, c.BaseLen, c.Sent
+	r.interrupts, r.executions, r.baseLen = c.Interrupts, c.Executions, c.BaseLen
+	r.setSent(c.Sent)
 	r.continued, r.trace = c.Continued, trace
 	r.traceMsg = make([]int, len(trace))
 	for i := range r.traceMsg {

@@ -102,7 +102,9 @@ func (r *run) details() string {
 var cellReplacer = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "`", "'")
 
 func cell(s string, n int) string {
-	s = cellReplacer.Replace(s)
+	if strings.ContainsAny(s, "|\n\r`") {
+		s = cellReplacer.Replace(s)
+	}
 	if len(s) > n {
 		cut := n
 		for cut > 0 && s[cut]&0xC0 == 0x80 {

@@ -71,6 +71,7 @@ func (r *run) minted(recs int) map[string]int {
 // expandKey replaces {name} in tmpl with the top-level argument name.
 func expandKey(tmpl string, obj *dedup.Value) string {
 	var sb strings.Builder
+	sb.Grow(len(tmpl) + 64)
 	for {
 		open := strings.IndexByte(tmpl, '{')
 		if open < 0 {
@@ -96,8 +97,7 @@ func keyPart(v *dedup.Value) string {
 	case dedup.String:
 		return v.Str()
 	case dedup.Int, dedup.Float:
-		k := dedup.NewArgs(*v).ValueKey() // "i120;" or "d0.5;": 120 and 120.0 agree
-		return strings.TrimSuffix(k[1:], ";")
+		return v.NumberKey() // 120 and 120.0 agree
 	default:
 		return dedup.NewArgs(*v).SortedKeyJSON()
 	}

@@ -48,9 +48,16 @@ func (r *run) loop(ctx wf.Context) error {
 		r.drainSignals(ctx)
 		var resp activities.ModelResponse
 		start := wf.Now(ctx)
-		var input any = r.modelInput()
+		var input any
 		if wf.IsReplaying(ctx) {
-			input = r.replayedInput() // the command is matched, never sent (calls.go)
+			// The command is matched, never sent (calls.go): no input is
+			// made, and the cursor's digest waits until it is read.
+			input = r.unsent()
+			if r.carriesThread {
+				r.markSent()
+			}
+		} else {
+			input = r.modelInput()
 		}
 		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, input).Get(ctx, &resp); err != nil {
 			r.observeModel(ctx, start, 0, err)
@@ -66,7 +73,7 @@ func (r *run) loop(ctx wf.Context) error {
 		if r.carriesThread {
 			// The model activity knows its own answer: the next call's
 			// cursor starts after it.
-			r.sent = activities.Cursor{Count: r.convLen(), Digest: r.convDigest()}
+			r.markSent()
 		}
 		if len(resp.ToolCalls) == 0 {
 			r.answer = resp.Text
@@ -108,14 +115,13 @@ func (r *run) modelInput() activities.ModelInput {
 		}
 		return in
 	}
-	if r.sent.Count > 0 {
-		base := r.sent
-		in.Base = &base
+	if sent := r.sentCursor(); sent.Count > 0 {
+		in.Base = &sent
 	}
 	in.Cursor = true
 	in.New = r.messages[r.sent.Count-r.base:]
 	in.Digest = r.convDigest()
-	r.sent = activities.Cursor{Count: r.convLen(), Digest: in.Digest}
+	r.setSent(activities.Cursor{Count: r.convLen(), Digest: in.Digest})
 	return in
 }
 
@@ -131,10 +137,38 @@ func (r *run) addMessage(m activities.Message) {
 // convDigest is the whole conversation's digest: the messages added
 // since it was last read extend it now, all at once (one call's
 // response adds a message a call).
-func (r *run) convDigest() string {
-	if r.undigested > 0 {
-		r.digest = activities.ExtendDigest(r.digest, r.messages[len(r.messages)-r.undigested:]...)
-		r.undigested = 0
+func (c *conversation) convDigest() string {
+	c.sentCursor() // its digest is on the way
+	c.foldTo(c.convLen())
+	return c.digest
+}
+
+// foldTo extends the digest over the undigested messages before message
+// count.
+func (c *conversation) foldTo(count int) {
+	if n := count - (c.convLen() - c.undigested); n > 0 {
+		from := len(c.messages) - c.undigested
+		c.digest = activities.ExtendDigest(c.digest, c.messages[from:from+n]...)
+		c.undigested -= n
 	}
-	return r.digest
+}
+
+// markSent records that a model call saw the whole conversation; the
+// cursor's digest is folded when it is read (sentCursor): while a run
+// replays, no model input reads it.
+func (c *conversation) markSent() {
+	c.sent, c.sentPending = activities.Cursor{Count: c.convLen()}, true
+}
+
+// setSent sets the last model call's cursor.
+func (c *conversation) setSent(cur activities.Cursor) { c.sent, c.sentPending = cur, false }
+
+// sentCursor is the conversation the last model call saw, its digest
+// folded.
+func (c *conversation) sentCursor() activities.Cursor {
+	if c.sentPending {
+		c.foldTo(c.sent.Count)
+		c.sent.Digest, c.sentPending = c.digest, false
+	}
+	return c.sent
 }

@@ -102,7 +102,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	// The first model call's cursor starts after the messages other runs
 	// hold (the model activity reads them from its cache, or from those
 	// runs); the ones that came in full go with it.
-	r.sent = activities.Cursor{Count: r.base, Digest: r.baseDigest}
+	r.setSent(activities.Cursor{Count: r.base, Digest: r.baseDigest})
 	return nil
 }
 
@@ -168,7 +168,8 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 	closing := closeConversation(r.messages)[len(r.messages):]
 	split, digest, parts := r.base, r.baseDigest, slices.Clone(r.parts)
 	if !full {
-		split, digest = r.sent.Count, r.sent.Digest
+		sent := r.sentCursor()
+		split, digest = sent.Count, sent.Digest
 		if split > r.base {
 			parts = append(parts, activities.Part{Run: r.runID, From: r.base, To: split})
 		}
@@ -310,7 +311,7 @@ func (r *run) restoreRef(c *Carry) error {
 		return badInput(fmt.Sprintf("continued state: the model cursor (message %d) and the conversation (parts to %d, %d messages) disagree",
 			c.Sent.Count, r.base, r.convLen()))
 	}
-	r.sent = c.Sent
+	r.setSent(c.Sent)
 	return nil
 }
 
@@ -329,7 +330,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	}
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
-		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sent, Digest: r.convDigest(), Continued: r.continued + 1,
+		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sentCursor(), Digest: r.convDigest(), Continued: r.continued + 1,
 		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets, Save: r.save}
 	if r.stream != nil {
 		if c.Stream, err = r.stream.State(); err != nil {

@@ -113,3 +113,44 @@ func TestContinuedJSON(t *testing.T) {
 		})
 	}
 }
+
+// A replaying run makes no result only where making it could not have
+// read the payload limit: every result resultUnsent passes encodes to at
+// most MinPayloadLimit bytes. Results around that size, with texts that
+// escape (the bound's worst case) and without; some pass, some do not.
+func TestResultUnsent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	text := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "ab<\"é"[rng.IntN(4)]
+		}
+		return string(b)
+	}
+	r := &run{features: features{carriesThread: true}}
+	var passed, failed int
+	for i := range 400 {
+		res := RunResult{Status: StatusCompleted, Agent: "support", Answer: text(rng.IntN(MinPayloadLimit / 2))}
+		for range rng.IntN(40) {
+			res.Trace = append(res.Trace, TraceLine{Turn: 1, CallID: text(8), Tool: "issue_refund", Outcome: OutcomeExecuted,
+				Arguments: json.RawMessage(`{"order_id": "ord-1"}`), Result: json.RawMessage(`"` + text(rng.IntN(8<<10)) + `"`), Key: text(20)})
+		}
+		enc, err := encodeResult(res, nil)
+		require.NoError(t, err)
+		if r.resultUnsent(res) {
+			passed++
+			require.LessOrEqual(t, len(enc), MinPayloadLimit, "result %d: unsent, but its size reads the payload limit", i)
+		} else {
+			failed++
+		}
+	}
+	require.Positive(t, passed)
+	require.Positive(t, failed)
+
+	res := RunResult{Status: StatusCompleted, Answer: text(MinPayloadLimit)}
+	require.False(t, r.resultUnsent(res), "a result over the bound is made")
+	r.limit = -1
+	require.True(t, r.resultUnsent(res), "no limit: nothing to check")
+	bad := RunResult{Trace: []TraceLine{}, Checkpoint: &activities.Checkpoint{Agents: map[string]json.RawMessage{"a": json.RawMessage("{")}}}
+	require.False(t, r.resultUnsent(bad), "a head that does not encode fails the run, as it did")
+}

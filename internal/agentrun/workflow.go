@@ -114,6 +114,9 @@ func New(cfg Config) (Func, error) {
 		if err := r.complete(ctx); err != nil {
 			return converter.RawValue{}, err
 		}
+		if r.result == nil { // replayed: never sent (resultUnsent)
+			return r.unsent(), nil
+		}
 		return activities.JSONPayload(r.result), nil
 	}, nil
 }
@@ -199,21 +202,24 @@ type callState struct {
 	// thinEstimate is stateEstimate's count of the log's thin records.
 	thinEstimate estimate
 	// replayContexts are the tools' activity contexts while replaying,
-	// replayInput the input their commands carry then (replayedInput).
+	// placeholder stands for what a replayed command carries (unsent).
 	replayContexts replayContexts
-	replayInput    converter.RawValue
+	placeholder    converter.RawValue
 }
 
 // conversation is the thread's conversation as the run holds it: its own
 // messages in full, the earlier ones by reference.
 type conversation struct {
-	messages   []activities.Message // the messages this run holds: the conversation from message base on
-	base       int                  // the messages other runs hold (parts), which come first
-	parts      []activities.Part    // which runs hold messages [0, base)
-	sent       activities.Cursor    // the conversation the last model call saw
-	digest     string               // the digest of the conversation but its last undigested messages (convDigest)
-	undigested int
-	baseDigest string // the digest of messages [0, base)
+	messages []activities.Message // the messages this run holds: the conversation from message base on
+	base     int                  // the messages other runs hold (parts), which come first
+	parts    []activities.Part    // which runs hold messages [0, base)
+	// sent is the conversation the last model call saw (sentCursor): its
+	// Digest is folded when read while sentPending.
+	sent        activities.Cursor
+	sentPending bool
+	digest      string // the digest of the conversation but its last undigested messages (convDigest)
+	undigested  int
+	baseDigest  string // the digest of messages [0, base)
 }
 
 // convLen is the conversation's length: the messages other runs hold, then
@@ -340,9 +346,19 @@ func (r *run) setUp(ctx wf.Context) error {
 func (r *run) complete(ctx wf.Context) error {
 	r.status = StatusCompleted
 	r.showDetails(ctx)
-	res, lines := r.viewEncoded()
+	replaying := wf.IsReplaying(ctx)
+	var res RunResult
+	var lines []byte
+	if replaying {
+		res = r.view()
+	} else {
+		res, lines = r.viewEncoded()
+	}
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return err
+	}
+	if replaying && r.resultUnsent(res) {
+		return r.closeStream(ctx, true)
 	}
 	// Encoded once: for the size check and as the workflow's result.
 	enc, err := encodeResult(res, lines)
@@ -357,6 +373,28 @@ func (r *run) complete(ctx wf.Context) error {
 		return err
 	}
 	return nil
+}
+
+// resultUnsent reports whether a replaying run's result need not be
+// made: the SDK matches the completion command to its recorded event by
+// type alone and drops it, so the result matters only where the checks
+// that encoding it makes could decide otherwise. It does when its head
+// (all but the trace) does not encode, or when its size could pass
+// MinPayloadLimit, where checkEncoded reads the payload limit (a side
+// effect, recorded); a bound from the lines' lengths says it cannot.
+func (r *run) resultUnsent(res RunResult) bool {
+	trace := res.Trace
+	res.Trace = nil
+	head, err := json.Marshal(res)
+	switch {
+	case err != nil:
+		return false
+	case !r.carriesThread || r.limit < 0:
+		return true
+	case trace == nil:
+		return len(head) <= MinPayloadLimit
+	}
+	return linesUnder(trace, MinPayloadLimit-len(head)+len("null"))
 }
 
 // start sets the run up: from its predecessor's carry (continue-as-new),

@@ -152,18 +152,14 @@ func writeValueKey(sb keyWriter, v *Value) {
 		} else {
 			sb.WriteByte('f')
 		}
-	case Int:
-		sb.WriteByte('i')
-		sb.WriteString(intDigits(v.lit))
-		sb.WriteByte(';')
-	case Float:
-		if s, ok := floatIntegerText(v.f); ok {
+	case Int, Float:
+		s, integer := v.numberKey()
+		if integer {
 			sb.WriteByte('i')
-			sb.WriteString(s)
 		} else {
 			sb.WriteByte('d')
-			sb.WriteString(strconv.FormatFloat(v.f, 'g', -1, 64))
 		}
+		sb.WriteString(s)
 		sb.WriteByte(';')
 	case String:
 		writeLenString(sb, 's', v.lit)
@@ -182,6 +178,28 @@ func writeValueKey(sb keyWriter, v *Value) {
 		}
 		sb.WriteByte('}')
 	}
+}
+
+// NumberKey is a number's text in its value key (ValueKey): the
+// digits of an integral value however written (120 and 120.0 are
+// "120"), else the shortest text of its float64 ("0.5").
+func (v *Value) NumberKey() string {
+	s, _ := v.numberKey()
+	return s
+}
+
+// numberKey is NumberKey, and whether the number is integral.
+func (v *Value) numberKey() (string, bool) {
+	switch v.kind {
+	case Int:
+		return intDigits(v.lit), true
+	case Float:
+		if s, ok := floatIntegerText(v.f); ok {
+			return s, true
+		}
+		return strconv.FormatFloat(v.f, 'g', -1, 64), false
+	}
+	return "", false
 }
 
 func writeLenString(sb keyWriter, tag byte, s string) {

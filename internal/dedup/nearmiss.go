@@ -278,6 +278,9 @@ func memberNames(names []string, a, b *Value) []string {
 // it) while fewer than MaxDifferences are listed.
 func add(out *[]Difference, path string, was, now *Value) int {
 	if len(*out) < MaxDifferences {
+		if *out == nil {
+			*out = make([]Difference, 0, MaxDifferences)
+		}
 		d := Difference{Path: path}
 		if was != nil {
 			d.Was = cut(was)
@@ -293,6 +296,19 @@ func add(out *[]Difference, path string, was, now *Value) int {
 // cut is v's JSON, or for a long value a string that begins it and says
 // how long it is.
 func cut(v *Value) json.RawMessage {
+	switch v.kind {
+	case Int, Float: // as written
+		if len(v.lit) <= maxDiffValue {
+			return json.RawMessage(v.lit)
+		}
+	case String: // most need no escape: one copy
+		if len(v.lit) <= maxDiffValue-2 && plainASCII(v.lit) {
+			b := make([]byte, len(v.lit)+2)
+			b[0], b[len(b)-1] = '"', '"'
+			copy(b[1:], v.lit)
+			return b
+		}
+	}
 	s := v.JSON()
 	if len(s) <= maxDiffValue {
 		return json.RawMessage(s)
@@ -303,6 +319,17 @@ func cut(v *Value) json.RawMessage {
 	}
 	b, _ := json.Marshal(fmt.Sprintf("%s… (%d bytes)", head, len(s)))
 	return b
+}
+
+// plainASCII reports whether s is ASCII that a JSON string holds as
+// itself (writeASCII writes it unescaped).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // memberIndex is Get of a big object, through a map.

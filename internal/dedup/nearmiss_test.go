@@ -3,8 +3,10 @@ package dedup
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -183,4 +185,38 @@ func TestRank(t *testing.T) {
 	require.Equal(t, "same values", got[0].DifferencesText())
 	require.Equal(t, "/id \"B\" → \"A\"", got[2].DifferencesText())
 	require.Len(t, l.Rank("t", mustParse(t, `{}`), 2), 2, "only records before")
+}
+
+// A difference's value is the value's JSON (cut when long), whichever way
+// cut writes it: strings with and without escapes, at the length where
+// cutting starts, numbers as written, containers.
+func TestCutIsTheValuesJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	chars := []string{"a", "Z", " ", "\"", "\\", "\n", "\x01", "<", "é", "\u2028", "😀"}
+	for i := range 5000 {
+		var sb strings.Builder
+		for range rng.IntN(300) {
+			sb.WriteString(chars[rng.IntN(len(chars))])
+		}
+		v := StringValue(sb.String())
+		if rng.IntN(4) == 0 {
+			str, _ := json.Marshal(sb.String())
+			args, err := Parse(fmt.Sprintf(`{"n": %d.%d, "s": %s}`, rng.IntN(1000), rng.IntN(10), str), Limits{})
+			require.NoError(t, err)
+			v = *args.Value()
+			if rng.IntN(2) == 0 {
+				v = *v.Get("n")
+			}
+		}
+		want := v.JSON()
+		if len(want) > maxDiffValue {
+			head := want[:maxDiffValue-64]
+			for !utf8.ValidString(head) {
+				head = head[:len(head)-1]
+			}
+			b, _ := json.Marshal(fmt.Sprintf("%s… (%d bytes)", head, len(want)))
+			want = string(b)
+		}
+		require.Equal(t, want, string(cut(&v)), "value %d", i)
+	}
 }

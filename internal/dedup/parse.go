@@ -3,6 +3,7 @@ package dedup
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -181,6 +182,10 @@ func (p *parser) object(depth int) (Value, error) {
 		p.i++
 		return v, nil
 	}
+	// Members gather on the stack and are copied once, to their size:
+	// every call's arguments are parsed, on every replay too.
+	var room [8]Member
+	members := room[:0]
 	for {
 		p.ws()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
@@ -200,7 +205,7 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		v.Set(key, val) // a repeated key: the last value wins, as in json.loads
+		members = setMember(members, key, val) // a repeated key: the last value wins, as in json.loads
 		p.ws()
 		if p.i >= len(p.s) {
 			return Value{}, p.fail("unexpected end of text in object")
@@ -210,11 +215,23 @@ func (p *parser) object(depth int) (Value, error) {
 			p.i++
 		case '}':
 			p.i++
+			v.obj = slices.Clone(members)
 			return v, nil
 		default:
 			return Value{}, p.fail("expected ',' or '}'")
 		}
 	}
+}
+
+// setMember is Value.Set on an object's members.
+func setMember(members []Member, key string, val Value) []Member {
+	for i := range members {
+		if members[i].Key == key {
+			members[i].Value = val
+			return members
+		}
+	}
+	return append(members, Member{Key: key, Value: val})
 }
 
 func (p *parser) array(depth int) (Value, error) {

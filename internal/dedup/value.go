@@ -92,15 +92,7 @@ func StringValue(s string) Value { return Value{kind: String, lit: s} }
 
 // Set replaces (or appends) the member named key of an Object. Hooks use it
 // to rewrite arguments.
-func (v *Value) Set(key string, val Value) {
-	for i := range v.obj {
-		if v.obj[i].Key == key {
-			v.obj[i].Value = val
-			return
-		}
-	}
-	v.obj = append(v.obj, Member{Key: key, Value: val})
-}
+func (v *Value) Set(key string, val Value) { v.obj = setMember(v.obj, key, val) }
 
 // Clone returns a deep copy, so that a hook's rewrite never touches the
 // model's original arguments.
