@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // decodeStrict decodes the JSON object data into v (a pointer to a struct)
@@ -22,7 +23,7 @@ func decodeStrict(what string, data []byte, v any) error {
 	if err := json.Unmarshal(trimmed, &fields); err != nil {
 		return badInput(fmt.Sprintf("%s is not a JSON object", what))
 	}
-	known := jsonFields(reflect.TypeOf(v).Elem())
+	known := fieldsOf(reflect.TypeOf(v).Elem())
 	var unknown []string
 	for name := range fields {
 		if !known[name] {
@@ -51,6 +52,18 @@ func decodeStrict(what string, data []byte, v any) error {
 	}
 	return nil
 }
+
+// fieldsOf is jsonFields of t, made once a type: every run decodes its
+// input, on every replay too.
+func fieldsOf(t reflect.Type) map[string]bool {
+	if known, ok := knownFields.Load(t); ok {
+		return known.(map[string]bool)
+	}
+	known, _ := knownFields.LoadOrStore(t, jsonFields(t))
+	return known.(map[string]bool)
+}
+
+var knownFields sync.Map // reflect.Type → map[string]bool, never written once stored
 
 // jsonFields lists the JSON names of a struct type's fields.
 func jsonFields(t reflect.Type) map[string]bool {

@@ -163,31 +163,43 @@ func (r *run) fullStateOver(settledOnly bool, limit int) bool {
 
 // strMax is the length of s as encoding/json writes it (HTML escaping on).
 func strMax(s string) int {
-	n := 2
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
-				n++
-			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			default:
-				n += 6
+	n := 2 + len(s)
+	for i := 0; i < len(s); i++ {
+		if e := strExtra[s[i]]; e != 0 {
+			if e != nonASCII {
+				n += int(e)
+				continue
 			}
-			i++
-			continue
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+				n += 6 - size
+			}
+			i += size - 1
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
-			n += 6
-		} else {
-			n += size
-		}
-		i += size
 	}
 	return n
 }
+
+// strExtra is what encoding/json writes for an ASCII byte beyond the byte
+// itself: 1 for a two-byte escape, 5 for a \u escape. nonASCII marks the
+// bytes that begin (or continue) a multi-byte rune.
+var strExtra = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = 5
+	}
+	for _, c := range "\"\\\b\f\n\r\t" {
+		t[c] = 1
+	}
+	for _, c := range "<>&" {
+		t[c] = 5
+	}
+	for c := utf8.RuneSelf; c < 256; c++ {
+		t[c] = nonASCII
+	}
+	return t
+}()
+
+const nonASCII = 0xFF
 
 // rawMax bounds what a raw JSON value encodes to: null when empty, else
 // its bytes with <, > and & as \u escapes (5 more each) and U+2028/9 too

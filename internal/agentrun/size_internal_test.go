@@ -17,7 +17,7 @@ import (
 // whitespace in raw values, empty and absent members.
 func TestSizeBoundsBelowEncoding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	texts := []string{"", "a", "ord-1", "<&>", "\u2028", "\"\\\n\t", "é", "\x01", "tulip-0123456789abcdef0123456789abcdef01234567"}
+	texts := []string{"", "a", "ord-1", "<&>", "\u2028", "\"\\\n\t", "é", "\x01", "tulip-0123456789abcdef0123456789abcdef01234567", "\xff", "😀", "\xe2\x80"}
 	text := func() string {
 		s := ""
 		for range rng.IntN(4) {

@@ -1,11 +1,13 @@
 package dedup
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"hash/maphash"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -75,11 +77,25 @@ func (a *Args) SortedKeyJSON() string {
 // by it.
 func (a *Args) ArgsHash() string {
 	if a.argsHash == "" {
-		sum := sha256.Sum256([]byte(a.ValueKey()))
-		a.argsHash = hex.EncodeToString(sum[:])
+		// The key is written into a pooled buffer, not kept: a
+		// continue-as-new hashes every record of the run.
+		buf := keyBufs.Get().(*bytes.Buffer)
+		buf.Reset()
+		if a.haveValueKey {
+			buf.WriteString(a.valueKey)
+		} else {
+			writeValueKey(buf, &a.val)
+		}
+		sum := sha256.Sum256(buf.Bytes())
+		keyBufs.Put(buf)
+		var hx [2 * sha256.Size]byte
+		hex.Encode(hx[:], sum[:])
+		a.argsHash = string(hx[:])
 	}
 	return a.argsHash
 }
+
+var keyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // ValueEqual reports value equality with b (see Equal).
 func (a *Args) ValueEqual(b *Args) bool { return Equal(&a.val, &b.val) }

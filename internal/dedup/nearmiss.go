@@ -278,9 +278,6 @@ func memberNames(names []string, a, b *Value) []string {
 // it) while fewer than MaxDifferences are listed.
 func add(out *[]Difference, path string, was, now *Value) int {
 	if len(*out) < MaxDifferences {
-		if *out == nil {
-			*out = make([]Difference, 0, MaxDifferences)
-		}
 		d := Difference{Path: path}
 		if was != nil {
 			d.Was = cut(was)

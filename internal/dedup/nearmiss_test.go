@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -218,5 +220,22 @@ func TestCutIsTheValuesJSON(t *testing.T) {
 			want = string(b)
 		}
 		require.Equal(t, want, string(cut(&v)), "value %d", i)
+	}
+}
+
+// A thin record is matched by its arguments' hash, which thread states
+// keep: the hash is SHA-256 of the value key, in hex, however the key was
+// come by (written for the hash, or made before it).
+func TestArgsHashIsTheValueKeys(t *testing.T) {
+	for i, text := range []string{`{}`, `{"order_id": "ord-1", "amount": 120.0}`, `{"amount": 120, "order_id": "ord-1"}`,
+		`{"a": [1, 2.5, {"b": null}], "é": "\u2028", "c": true}`, `{"big": 1e300, "neg": -0.0}`} {
+		fresh, err := Parse(text, Limits{})
+		require.NoError(t, err)
+		keyed, err := Parse(text, Limits{})
+		require.NoError(t, err)
+		sum := sha256.Sum256([]byte(keyed.ValueKey()))
+		want := hex.EncodeToString(sum[:])
+		require.Equal(t, want, fresh.ArgsHash(), "args %d, its key not made", i)
+		require.Equal(t, want, keyed.ArgsHash(), "args %d, its key made", i)
 	}
 }

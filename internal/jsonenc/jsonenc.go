@@ -143,25 +143,41 @@ func AppendRaw(b []byte, raw json.RawMessage) []byte {
 func rawNeedsWork(raw []byte) bool {
 	inString := false
 	for i := 0; i < len(raw); i++ {
-		switch c := raw[i]; {
-		case c == '<' || c == '>' || c == '&':
+		switch rawClass[raw[i]] {
+		case rawPlain:
+		case rawHTML:
 			return true
-		case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && (raw[i+2] == 0xA8 || raw[i+2] == 0xA9):
-			return true // U+2028, U+2029
-		case inString:
-			if c == '\\' {
-				i++ // an escape's next byte is ASCII: never one of the above
-			} else if c == '"' {
-				inString = false
+		case rawE2:
+			if i+2 < len(raw) && raw[i+1] == 0x80 && (raw[i+2] == 0xA8 || raw[i+2] == 0xA9) {
+				return true // U+2028, U+2029
 			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return true
+		case rawQuote:
+			inString = !inString // a quote a string holds is escaped: skipped below
+		case rawBackslash:
+			if inString {
+				i++ // an escape's next byte is ASCII: never one of the above
+			}
+		case rawSpace:
+			if !inString {
+				return true
+			}
 		}
 	}
 	return false
 }
+
+// rawClass sorts the bytes rawNeedsWork looks for; most are rawPlain.
+var rawClass = [256]uint8{'<': rawHTML, '>': rawHTML, '&': rawHTML, 0xE2: rawE2, '"': rawQuote, '\\': rawBackslash,
+	' ': rawSpace, '\t': rawSpace, '\n': rawSpace, '\r': rawSpace}
+
+const (
+	rawPlain = iota
+	rawHTML
+	rawE2
+	rawQuote
+	rawBackslash
+	rawSpace
+)
 
 // AppendRawNoHTML appends raw as an encoding/json Encoder with HTML
 // escaping off writes a json.RawMessage: null when empty, else compacted,
