@@ -9,10 +9,13 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"sort"
@@ -29,6 +32,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -172,11 +176,14 @@ func recordPlain(b *testing.B, srv *devserver.Server, n int) *historypb.History 
 func BenchmarkReplay(b *testing.B) {
 	// Record first, then stop the server so that its background work does
 	// not run beside the replays being timed.
+	ns := replayNs(b)
+	hists, plain := loadReplayHistories(b, ns)
 	srv, err := devserver.Start(devserver.Options{})
 	require.NoError(b, err)
-	hists, plain := map[int]*historypb.History{}, map[int]*historypb.History{}
-	ns := replayNs(b)
 	for _, n := range ns {
+		if hists[n] != nil {
+			continue // read from TULIP_BENCH_REPLAY_HISTORIES
+		}
 		hists[n] = record(b, srv, sequentialRun(n), false)
 		// How the calls' completions fell into workflow tasks while it
 		// was recorded sets how many passes a replay makes: the plain
@@ -195,6 +202,7 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	srv.Stop()
+	saveReplayHistories(b, ns, hists, plain)
 	for _, n := range ns {
 		hist := hists[n]
 		plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks()})
@@ -255,6 +263,67 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportMetric(float64(allocs[0])/float64(allocs[2]), "alloc-plugin/plain-sdk")
 			b.Logf("N=%d plugin/plain-sdk %.2f, goal <= %.2f (aim %.2f): %s", n, ratio, replayGoal, replayAim, verdict(ratio <= replayGoal))
 		})
+	}
+}
+
+// TULIP_BENCH_REPLAY_HISTORIES names a directory that keeps
+// BenchmarkReplay's histories: read from it when it holds them (tulip-N.json
+// and plain-N.json), else recorded and written to it. Two versions of the
+// code then replay the same histories: how the calls fell into workflow
+// tasks while they were recorded moves the ratio by a few percent.
+const replayHistoriesEnv = "TULIP_BENCH_REPLAY_HISTORIES"
+
+func replayHistoryFiles(dir string, n int) (string, string) {
+	return filepath.Join(dir, fmt.Sprintf("tulip-%d.json", n)), filepath.Join(dir, fmt.Sprintf("plain-%d.json", n))
+}
+
+// loadReplayHistories reads the histories TULIP_BENCH_REPLAY_HISTORIES
+// holds for ns (none when it is unset).
+func loadReplayHistories(b *testing.B, ns []int) (map[int]*historypb.History, map[int]*historypb.History) {
+	hists, plain := map[int]*historypb.History{}, map[int]*historypb.History{}
+	dir := os.Getenv(replayHistoriesEnv)
+	if dir == "" {
+		return hists, plain
+	}
+	for _, n := range ns {
+		tf, pf := replayHistoryFiles(dir, n)
+		t, p := readHistory(b, tf), readHistory(b, pf)
+		if t != nil && p != nil {
+			hists[n], plain[n] = t, p
+		}
+	}
+	return hists, plain
+}
+
+func readHistory(b *testing.B, file string) *historypb.History {
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	require.NoError(b, err)
+	h := &historypb.History{}
+	require.NoError(b, protojson.Unmarshal(data, h), file)
+	return h
+}
+
+// saveReplayHistories writes the histories to TULIP_BENCH_REPLAY_HISTORIES
+// (when it is set), where they are not yet.
+func saveReplayHistories(b *testing.B, ns []int, hists, plain map[int]*historypb.History) {
+	dir := os.Getenv(replayHistoriesEnv)
+	if dir == "" {
+		return
+	}
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	for _, n := range ns {
+		tf, pf := replayHistoryFiles(dir, n)
+		for file, h := range map[string]*historypb.History{tf: hists[n], pf: plain[n]} {
+			if _, err := os.Stat(file); err == nil {
+				continue
+			}
+			data, err := protojson.Marshal(h)
+			require.NoError(b, err)
+			require.NoError(b, os.WriteFile(file, data, 0o644))
+		}
 	}
 }
 
