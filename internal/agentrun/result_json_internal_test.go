@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -120,20 +121,22 @@ func TestContinuedJSON(t *testing.T) {
 // escape (the bound's worst case) and without; some pass, some do not.
 func TestResultUnsent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
+	chars := []rune{'a', 'b', '<', '"', 'é', '\n'}
 	text := func(n int) string {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = "ab<\"é"[rng.IntN(4)]
+		rs := make([]rune, n)
+		for i := range rs {
+			rs[i] = chars[rng.IntN(len(chars))]
 		}
-		return string(b)
+		return string(rs)
 	}
+	str := func(n int) json.RawMessage { b, _ := json.Marshal(text(n)); return b }
 	r := &run{features: features{carriesThread: true}}
 	var passed, failed int
 	for i := range 400 {
 		res := RunResult{Status: StatusCompleted, Agent: "support", Answer: text(rng.IntN(MinPayloadLimit / 2))}
 		for range rng.IntN(40) {
 			res.Trace = append(res.Trace, TraceLine{Turn: 1, CallID: text(8), Tool: "issue_refund", Outcome: OutcomeExecuted,
-				Arguments: json.RawMessage(`{"order_id": "ord-1"}`), Result: json.RawMessage(`"` + text(rng.IntN(8<<10)) + `"`), Key: text(20)})
+				Arguments: json.RawMessage(`{"order_id": "ord-1"}`), Result: str(rng.IntN(8 << 10)), Key: text(20)})
 		}
 		enc, err := encodeResult(res, nil)
 		require.NoError(t, err)
@@ -146,6 +149,17 @@ func TestResultUnsent(t *testing.T) {
 	}
 	require.Positive(t, passed)
 	require.Positive(t, failed)
+	// One line, its size swept across the limit in small steps: the bound
+	// is tight there, and a looser one passes results that are over.
+	for n := MinPayloadLimit - 3000; n < MinPayloadLimit; n += 7 {
+		res := RunResult{Status: StatusCompleted, Agent: "support", Trace: []TraceLine{{Turn: 1, CallID: "c1", Tool: "t",
+			Outcome: OutcomeExecuted, Arguments: json.RawMessage(`{}`), Result: json.RawMessage(`"` + strings.Repeat("a", n) + `"`)}}}
+		enc, err := encodeResult(res, nil)
+		require.NoError(t, err)
+		if r.resultUnsent(res) {
+			require.LessOrEqual(t, len(enc), MinPayloadLimit, "a line of %d bytes: unsent, but its size reads the payload limit", n)
+		}
+	}
 
 	res := RunResult{Status: StatusCompleted, Answer: text(MinPayloadLimit)}
 	require.False(t, r.resultUnsent(res), "a result over the bound is made")

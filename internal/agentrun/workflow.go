@@ -114,7 +114,7 @@ func New(cfg Config) (Func, error) {
 		if err := r.complete(ctx); err != nil {
 			return converter.RawValue{}, err
 		}
-		if r.result == nil { // replayed: never sent (resultUnsent)
+		if r.result == nil { // still replaying: never sent (resultUnsent)
 			return r.unsent(), nil
 		}
 		return activities.JSONPayload(r.result), nil
@@ -346,21 +346,38 @@ func (r *run) setUp(ctx wf.Context) error {
 func (r *run) complete(ctx wf.Context) error {
 	r.status = StatusCompleted
 	r.showDetails(ctx)
-	replaying := wf.IsReplaying(ctx)
 	var res RunResult
 	var lines []byte
-	if replaying {
-		res = r.view()
+	if wf.IsReplaying(ctx) {
+		res = r.view() // the lines are encoded below only if the result is made
 	} else {
 		res, lines = r.viewEncoded()
 	}
 	if err := r.saveCheckpoint(ctx, &res); err != nil {
 		return err
 	}
-	if replaying && r.resultUnsent(res) {
-		return r.closeStream(ctx, true)
+	// Asked after saveCheckpoint, which may wait into live history.
+	unsent := wf.IsReplaying(ctx) && r.resultUnsent(res)
+	if !unsent {
+		if err := r.makeResult(ctx, res, lines); err != nil {
+			return err
+		}
 	}
-	// Encoded once: for the size check and as the workflow's result.
+	if err := r.closeStream(ctx, true); err != nil {
+		return err
+	}
+	if unsent && !wf.IsReplaying(ctx) {
+		// The stream's settling waited into live history: the result is
+		// sent after all. resultUnsent said its checks cannot decide
+		// anything, so made now it is what it would have been before.
+		return r.makeResult(ctx, res, nil)
+	}
+	return nil
+}
+
+// makeResult encodes the run's result once, for the size check and as
+// the workflow's result (lines: its trace's encoding, when made already).
+func (r *run) makeResult(ctx wf.Context, res RunResult, lines []byte) error {
 	enc, err := encodeResult(res, lines)
 	if err != nil {
 		return r.fail(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the run's result does not encode: %v", err), activities.ErrPayloadTooLarge, nil))
@@ -369,9 +386,6 @@ func (r *run) complete(ctx wf.Context) error {
 		return r.fail(ctx, err)
 	}
 	r.result = enc
-	if err := r.closeStream(ctx, true); err != nil {
-		return err
-	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -201,9 +202,19 @@ func TestCutIsTheValuesJSON(t *testing.T) {
 			sb.WriteString(chars[rng.IntN(len(chars))])
 		}
 		v := StringValue(sb.String())
+		if rng.IntN(4) == 0 { // plain ASCII, around the length where cutting starts
+			v = StringValue(strings.Repeat("a", maxDiffValue-4+rng.IntN(8)))
+		}
 		if rng.IntN(4) == 0 {
 			str, _ := json.Marshal(sb.String())
-			args, err := Parse(fmt.Sprintf(`{"n": %d.%d, "s": %s}`, rng.IntN(1000), rng.IntN(10), str), Limits{})
+			num := fmt.Sprintf("%d.%d", rng.IntN(1000), rng.IntN(10))
+			switch rng.IntN(3) {
+			case 0:
+				num = strconv.Itoa(rng.IntN(2000) - 1000)
+			case 1:
+				num = strings.Repeat("9", 250+rng.IntN(20)) // an integer past the cut
+			}
+			args, err := Parse(fmt.Sprintf(`{"n": %s, "s": %s}`, num, str), Limits{})
 			require.NoError(t, err)
 			v = *args.Value()
 			if rng.IntN(2) == 0 {
