@@ -68,7 +68,9 @@ const DefaultPayloadLimit = 2<<20 - 64<<10
 // comes by pointer so that the run can let go of it once decoded (the
 // SDK's reflective call holds its arguments for as long as the run
 // lives, in a worker's cache too).
-// Its result is a RunResult's JSON payload (activities.JSONPayload).
+// Its result is a RunResult's JSON payload (activities.JSONPayload); while
+// a run replays, a JSON null where no check needs the result
+// (resultUnsent).
 type Func = func(ctx wf.Context, in *json.RawMessage,
 	s1, s2, s3, s4, s5, s6, s7, s8 []byte) (converter.RawValue, error)
 

@@ -27,12 +27,12 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -280,7 +280,8 @@ func BenchmarkReplay(b *testing.B) {
 
 // TULIP_BENCH_REPLAY_HISTORIES names a directory that keeps
 // BenchmarkReplay's histories: read from it when it holds them (tulip-N.json
-// and plain-N.json), else recorded and written to it. Two versions of the
+// and plain-N.json, the JSON tulip replay reads), else recorded and written
+// to it. Two versions of the
 // code then replay the same histories: how the calls fell into workflow
 // tasks while they were recorded moves the ratio by a few percent.
 const replayHistoriesEnv = "TULIP_BENCH_REPLAY_HISTORIES"
@@ -307,14 +308,17 @@ func loadReplayHistories(b *testing.B, ns []int) (map[int]*historypb.History, ma
 	return hists, plain
 }
 
+// readHistory reads a history file as tulip replay does (nil when there
+// is none).
 func readHistory(b *testing.B, file string) *historypb.History {
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	require.NoError(b, err)
-	h := &historypb.History{}
-	require.NoError(b, protojson.Unmarshal(data, h), file)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(b, err, file)
 	return h
 }
 
@@ -330,7 +334,7 @@ func saveReplayHistories(b *testing.B, ns []int, hists, plain map[int]*historypb
 	for _, n := range ns {
 		tf, pf := replayHistoryFiles(dir, n)
 		for file, h := range map[string]*historypb.History{tf: hists[n], pf: plain[n]} {
-			data, err := protojson.Marshal(h)
+			data, err := temporalproto.CustomJSONMarshalOptions{}.Marshal(h) // as the checked-in histories
 			require.NoError(b, err)
 			require.NoError(b, os.WriteFile(file, data, 0o644))
 		}
