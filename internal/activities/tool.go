@@ -101,9 +101,10 @@ type ToolOutput struct {
 // Tool is a declared tool: its spec, options and activity function. Make
 // one with NewTool.
 type Tool struct {
-	spec ToolSpec
-	opts ToolOptions
-	fn   func(ctx context.Context, in ToolInput) (ToolOutput, error)
+	spec     ToolSpec
+	activity string // ToolActivityName(spec.Name), made once
+	opts     ToolOptions
+	fn       func(ctx context.Context, in ToolInput) (ToolOutput, error)
 }
 
 // Spec returns the tool's spec.
@@ -129,7 +130,12 @@ func (t *Tool) Options() ToolOptions {
 }
 
 // ActivityName is the tool's stable activity name.
-func (t *Tool) ActivityName() string { return ToolActivityName(t.spec.Name) }
+func (t *Tool) ActivityName() string {
+	if t.activity == "" { // a Tool not made by NewTool or ToolFromSpec
+		return ToolActivityName(t.spec.Name)
+	}
+	return t.activity
+}
 
 // Activity is the function registered as the tool's activity.
 func (t *Tool) Activity() func(ctx context.Context, in ToolInput) (ToolOutput, error) { return t.fn }
@@ -180,7 +186,7 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 	if len(opts) > 1 {
 		return nil, fmt.Errorf("tulip: tool %q: at most one ToolOptions", spec.Name)
 	}
-	t := &Tool{spec: spec}
+	t := &Tool{spec: spec, activity: ToolActivityName(spec.Name)}
 	if len(opts) == 1 {
 		t.opts = opts[0]
 	}

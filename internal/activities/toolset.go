@@ -106,4 +106,6 @@ func (t Toolsets) Call(ctx context.Context, args converter.EncodedValues) (ToolO
 // ToolFromSpec declares a tool whose body is elsewhere (a toolset's): the
 // workflow uses its spec and default options; its activity is the
 // toolset dispatcher.
-func ToolFromSpec(spec ToolSpec) *Tool { return &Tool{spec: spec} }
+func ToolFromSpec(spec ToolSpec) *Tool {
+	return &Tool{spec: spec, activity: ToolActivityName(spec.Name)}
+}

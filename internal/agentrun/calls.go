@@ -20,6 +20,9 @@ type step struct {
 	msg    activities.Message
 	call   *calllog.Call
 	future wf.Future
+	// started is call's storage for a call launch started (one
+	// allocation a call).
+	started calllog.Call
 }
 
 // enqueue settles st at once when calls run one after another, and keeps
@@ -37,14 +40,18 @@ func (r *run) enqueue(ctx wf.Context, steps []*step, st *step) []*step {
 func (r *run) finish(ctx wf.Context, steps []*step) {
 	for _, st := range steps {
 		if st.call != nil {
+			// What Get decodes into escapes: out itself is a copy, so
+			// that a call allocates one.
 			var out activities.ToolOutput
 			var err error
 			if st.call.Served() {
-				err = st.future.Get(ctx, &out) // the record's output (or, still running, its call's)
+				p := new(activities.ToolOutput)
+				err = st.future.Get(ctx, p) // the record's output (or, still running, its call's)
+				out = *p
 			} else {
-				var wire activities.ToolOutputJSON // the activity's payload, read without reflection
-				err = st.future.Get(ctx, &wire)
-				out = activities.ToolOutput(wire)
+				wire := new(activities.ToolOutputJSON) // the activity's payload, read without reflection
+				err = st.future.Get(ctx, wire)
+				out = activities.ToolOutput(*wire)
 			}
 			st.call.Settle(&out, err)
 			if err != nil {
@@ -198,8 +205,9 @@ func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response i
 func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode) *step {
 	spec := tool.Spec()
 	key := r.key(spec, args)
-	c := &calllog.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
-		Key: key, Mode: mode}
+	st := &step{started: calllog.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
+		Key: key, Mode: mode}}
+	c := &st.started
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
 		Toolset: spec.Toolset}
 	var f wf.Future
@@ -219,7 +227,8 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		}
 		f = wf.ExecuteActivity(r.calls.Mark(r.activityContext(ctx, tool, key, replaying), c), tool.ActivityName(), input)
 	}
-	line := TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
+	line := &st.line
+	*line = TraceLine{Turn: r.turn, CallID: call.ID, Tool: spec.Name, Arguments: json.RawMessage(args.Text()), Outcome: OutcomeExecuted, Key: key}
 	if c.Served() {
 		seq := c.ServedFrom.Seq
 		line.Outcome, line.ServedFrom, line.Relation, line.Key = OutcomeCached, &seq, c.Relation, c.ServedFrom.Key
@@ -231,7 +240,8 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 			line.NearMiss = c.Explain(pre, spec.Idempotent, mode != calllog.Unrecorded && !r.resumed)
 		}
 	}
-	return &step{line: line, call: c, future: f}
+	st.call, st.future = c, f
+	return st
 }
 
 // While a run replays, the command that schedules a tool activity is

@@ -2,8 +2,10 @@ package agentrun
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,8 +165,58 @@ func TestResultUnsent(t *testing.T) {
 
 	res := RunResult{Status: StatusCompleted, Answer: text(MinPayloadLimit)}
 	require.False(t, r.resultUnsent(res), "a result over the bound is made")
+	res.Trace = []TraceLine{}
+	require.False(t, r.resultUnsent(res), "a result over the bound with no lines is made")
 	r.limit = -1
 	require.True(t, r.resultUnsent(res), "no limit: nothing to check")
 	bad := RunResult{Trace: []TraceLine{}, Checkpoint: &activities.Checkpoint{Agents: map[string]json.RawMessage{"a": json.RawMessage("{")}}}
 	require.False(t, r.resultUnsent(bad), "a head that does not encode fails the run, as it did")
+}
+
+// A run on no thread that headUnsent says leaves its result unsent would
+// have been said so by resultUnsent of its view, the view's trace inline:
+// random runs around the size where the bound decides, their summaries
+// from every outcome, an outcome the run does not know, and what a
+// chain's earlier runs counted under long names.
+func TestHeadUnsent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	outs := append(slices.Clone(outcomes), Outcome("unknown-"+strings.Repeat("x", rng.IntN(40))))
+	line := func(i, size int) TraceLine {
+		return TraceLine{Turn: 1 + rng.IntN(3), CallID: fmt.Sprintf("c%d", i%7), Tool: "issue_refund", Outcome: outs[rng.IntN(len(outs))],
+			Arguments: json.RawMessage(`{"order_id":"ord-1"}`), Result: json.RawMessage(`"` + strings.Repeat("a", size) + `"`), Key: "k"}
+	}
+	var unsent, made int
+	for i := range 600 {
+		r := &run{features: features{carriesThread: true, stateByRef: true}}
+		r.status, r.in.Agent, r.turn = StatusCompleted, "support", 3
+		// The answer brings the result near MinPayloadLimit; the lines and
+		// the summary decide.
+		r.answer = strings.Repeat("b", MinPayloadLimit-16<<10+rng.IntN(16<<10))
+		for j := range rng.IntN(30) {
+			r.trace = append(r.trace, line(j, rng.IntN(600)))
+		}
+		if rng.IntN(2) == 0 {
+			r.summarized = map[Outcome]int{OutcomeExecuted: rng.IntN(1 << 20), Outcome(strings.Repeat("z", rng.IntN(3000))): 1 << 40}
+		}
+		if !r.headUnsent() {
+			made++
+			continue
+		}
+		unsent++
+		view := r.view()
+		require.Len(t, view.Trace, len(r.trace), "run %d: no trace by reference", i)
+		require.Empty(t, view.TraceParts, "run %d: no trace by reference", i)
+		require.True(t, r.resultUnsent(view), "run %d", i)
+		enc, err := encodeResult(view, nil)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(enc), MinPayloadLimit, "run %d: unsent, but its size reads the payload limit", i)
+	}
+	require.Positive(t, unsent)
+	require.Positive(t, made)
+
+	r := &run{features: features{carriesThread: true, stateByRef: true}}
+	r.status, r.answer = StatusCompleted, strings.Repeat("b", MinPayloadLimit)
+	require.False(t, r.headUnsent(), "a result over the bound is made")
+	r.limit = -1
+	require.True(t, r.headUnsent(), "no limit: nothing to check")
 }

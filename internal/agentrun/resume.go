@@ -102,7 +102,7 @@ func (r *run) drainSignals(ctx wf.Context) {
 		r.hooksSignal = wf.GetSignalChannel(ctx, SignalHooks)
 	}
 	ch := r.hooksSignal
-	for {
+	for ch.Len() > 0 { // asked first: a receive's value escapes, and most calls find none
 		var raw json.RawMessage
 		if !ch.ReceiveAsync(&raw) {
 			return

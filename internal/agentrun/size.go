@@ -249,11 +249,12 @@ func lineMax(l *TraceLine) int {
 func linesUnder(lines []TraceLine, limit int) bool {
 	n := 2 + len(lines)
 	for i := range lines {
-		if n += lineMax(&lines[i]); n > limit {
+		n += lineMax(&lines[i])
+		if n > limit {
 			return false
 		}
 	}
-	return true
+	return n <= limit
 }
 
 // linesOverLimit is jsonSize(lines) > limit, encoding lines only when the

@@ -177,20 +177,33 @@ func (r *run) publishLine(l *TraceLine) {
 	if r.stream == nil {
 		return
 	}
-	r.stream.PublishLazy(activities.TopicCalls, lineItem{l: l, content: r.in.Stream != nil && r.in.Stream.Content})
+	// A pointer in an interface is stored as it is: no allocation a line.
+	if r.in.Stream != nil && r.in.Stream.Content {
+		r.stream.PublishLazy(activities.TopicCalls, (*contentItem)(l))
+	} else {
+		r.stream.PublishLazy(activities.TopicCalls, (*lineItem)(l))
+	}
 }
 
-// lineItem encodes as a trace line's CallItem.
-type lineItem struct {
-	l       *TraceLine // a line of the trace: never changed once added
-	content bool
-}
+// lineItem encodes a line of the trace (never changed once added) as its
+// CallItem; contentItem as its CallItem with the call's content.
+type (
+	lineItem    TraceLine
+	contentItem TraceLine
+)
 
 // MarshalJSON encodes the line's CallItem.
-func (li lineItem) MarshalJSON() ([]byte, error) { return json.Marshal(li.item()) }
+func (li *lineItem) MarshalJSON() ([]byte, error) {
+	return json.Marshal(callItem((*TraceLine)(li), false))
+}
 
-func (li lineItem) item() CallItem {
-	l := *li.l
+// MarshalJSON encodes the line's CallItem with content.
+func (ci *contentItem) MarshalJSON() ([]byte, error) {
+	return json.Marshal(callItem((*TraceLine)(ci), true))
+}
+
+func callItem(line *TraceLine, content bool) CallItem {
+	l := *line
 	it := CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
 		Relation: l.Relation, Failed: l.Error != nil}
 	if l.Key != "" {
@@ -203,7 +216,7 @@ func (li lineItem) item() CallItem {
 			it.NearMiss.Paths = append(it.NearMiss.Paths, d.Path)
 		}
 	}
-	if li.content {
+	if content {
 		it.Error = l.Error
 		for _, v := range []struct {
 			dst *json.RawMessage

@@ -193,6 +193,9 @@ const (
 	OutcomeRejected  Outcome = "rejected"
 )
 
+// outcomes is every Outcome.
+var outcomes = []Outcome{OutcomeExecuted, OutcomeCached, OutcomeCancelled, OutcomeHeld, OutcomeDangling, OutcomeDropped, OutcomeRejected}
+
 // CarriedRecord is a record whose arguments (ArgsRef) or result
 // (ResultRef) may be left out: they are those of its call in the
 // conversation.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -348,6 +349,18 @@ func (r *run) setUp(ctx wf.Context) error {
 func (r *run) complete(ctx wf.Context) error {
 	r.status = StatusCompleted
 	r.showDetails(ctx)
+	if r.in.ThreadID == "" && wf.IsReplaying(ctx) && r.headUnsent() {
+		// No state to save, and the result unsent (resultUnsent), known
+		// without making the result's view. The stream's settling may
+		// wait into live history: the result is made then.
+		if err := r.closeStream(ctx, true); err != nil {
+			return err
+		}
+		if !wf.IsReplaying(ctx) {
+			return r.makeResult(ctx, r.view(), nil)
+		}
+		return nil
+	}
 	var res RunResult
 	var lines []byte
 	if wf.IsReplaying(ctx) {
@@ -411,6 +424,46 @@ func (r *run) resultUnsent(res RunResult) bool {
 		return len(head) <= MinPayloadLimit
 	}
 	return linesUnder(trace, MinPayloadLimit-len(head)+len("null"))
+}
+
+// headUnsent is resultUnsent for a run on no thread, asked before its
+// view is made: of the view's head it encodes all but the summary, and
+// bounds the summary and the lines. When it says the result is unsent,
+// resultUnsent of the view would (no trace by reference either: the
+// lines are under InlineStateLimit). False: make the view and ask that.
+func (r *run) headUnsent() bool {
+	head, err := json.Marshal(RunResult{Status: r.status, Agent: r.in.Agent, Answer: r.answer, Turns: r.turn,
+		Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued, TraceFrom: r.traceBase, TraceParts: r.traceParts})
+	switch {
+	case err != nil:
+		return false
+	case !r.carriesThread || r.limit < 0:
+		return true
+	}
+	return linesUnder(r.trace, MinPayloadLimit-len(head)+len("null")-r.summaryMax())
+}
+
+// summaryMax bounds the encoding of the view's summary, its member
+// included: a count for each outcome it may hold, the run's outcomes,
+// its lines' and what the chain's earlier runs counted.
+func (r *run) summaryMax() int {
+	const member = len(`,"summary":{}`)
+	count := func(o Outcome) int { return strMax(string(o)) + len(":,") + numMax }
+	n := member
+	for _, o := range outcomes {
+		n += count(o)
+	}
+	for o := range r.summarized {
+		if !slices.Contains(outcomes, o) {
+			n += count(o)
+		}
+	}
+	for i := range r.trace {
+		if o := r.trace[i].Outcome; !slices.Contains(outcomes, o) {
+			n += count(o)
+		}
+	}
+	return n
 }
 
 // start sets the run up: from its predecessor's carry (continue-as-new),
