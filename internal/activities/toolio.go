@@ -79,26 +79,47 @@ func (in ToolInputJSON) MarshalJSON() ([]byte, error) {
 // "result_in" after it, no whitespace around the value) is read by a
 // scan, anything else by encoding/json.
 func (o *ToolOutputJSON) UnmarshalJSON(data []byte) error {
-	const head = `{"result":`
-	if bytes.HasPrefix(data, []byte(head)) && len(data) > len(head) && !isJSONSpace(data[len(head)]) {
-		end := skipJSONValue(data, len(head))
-		if isJSONSpace(data[end-1]) {
-			// Whitespace after the value: encoding/json leaves it out.
-			return json.Unmarshal(data, (*ToolOutput)(o))
-		}
-		switch rest := data[end:]; {
-		case len(rest) == 1 && rest[0] == '}':
-			o.Result = append(json.RawMessage(nil), data[len(head):end]...)
-			return nil
-		case bytes.HasPrefix(rest, []byte(`,"result_in":`)) && rest[len(rest)-1] == '}':
-			if n, err := strconv.Atoi(string(rest[len(`,"result_in":`) : len(rest)-1])); err == nil {
-				o.Result = append(json.RawMessage(nil), data[len(head):end]...)
-				o.ResultIn = &n
-				return nil
-			}
-		}
+	if out, ok := scanToolOutput(data); ok {
+		*o = ToolOutputJSON(out)
+		return nil
 	}
 	return json.Unmarshal(data, (*ToolOutput)(o))
+}
+
+// ReadToolOutput reads a tool activity's result payload (a future's
+// RawValue, after the data converter's codec) as the SDK's JSON payload
+// converter decodes it into a ToolOutputJSON, when it is JSON (json/plain)
+// in the shape a tool activity writes: one scan to check it, one to read
+// it, where json.Unmarshal scans it twice before UnmarshalJSON. ok false:
+// decode it through the data converter.
+func ReadToolOutput(p *commonpb.Payload) (out ToolOutput, ok bool) {
+	if p == nil || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON || !json.Valid(p.GetData()) {
+		return ToolOutput{}, false
+	}
+	return scanToolOutput(p.GetData())
+}
+
+// scanToolOutput reads data, one valid JSON value, when it is what a tool
+// activity writes ({"result":...}, and "result_in" after it, no
+// whitespace around the value).
+func scanToolOutput(data []byte) (ToolOutput, bool) {
+	const head = `{"result":`
+	if !bytes.HasPrefix(data, []byte(head)) || len(data) <= len(head) || isJSONSpace(data[len(head)]) {
+		return ToolOutput{}, false
+	}
+	end := skipJSONValue(data, len(head))
+	if isJSONSpace(data[end-1]) {
+		return ToolOutput{}, false // whitespace after the value: encoding/json leaves it out
+	}
+	switch rest := data[end:]; {
+	case len(rest) == 1 && rest[0] == '}':
+		return ToolOutput{Result: append(json.RawMessage(nil), data[len(head):end]...)}, true
+	case bytes.HasPrefix(rest, []byte(`,"result_in":`)) && rest[len(rest)-1] == '}':
+		if n, err := strconv.Atoi(string(rest[len(`,"result_in":`) : len(rest)-1])); err == nil {
+			return ToolOutput{Result: append(json.RawMessage(nil), data[len(head):end]...), ResultIn: &n}, true
+		}
+	}
+	return ToolOutput{}, false
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

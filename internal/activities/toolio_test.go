@@ -65,6 +65,16 @@ func TestToolOutputJSON(t *testing.T) {
 		gotErr := json.Unmarshal(data, &got)
 		require.Equal(t, wantErr != nil, gotErr != nil, "output %d: %s", i, data)
 		require.Equal(t, want, ToolOutput(got), "output %d: %s", i, data)
+		// Read from a payload: what it reads is what the JSON converter
+		// decodes, and what does not decode is never read.
+		read, ok := ReadToolOutput(JSONPayload(data).Payload())
+		if ok {
+			require.NoError(t, wantErr, "output %d: %s", i, data)
+			require.Equal(t, want, read, "output %d: %s", i, data)
+		}
+		if i >= 0 { // json.Marshal's: the shape a tool activity writes
+			require.True(t, ok, "output %d: %s", i, data)
+		}
 	}
 	for i := range 20000 {
 		out := ToolOutput{Result: values()}
@@ -80,6 +90,16 @@ func TestToolOutputJSON(t *testing.T) {
 	for i, data := range []string{`{}`, `{"result_in":3,"result":1}`, `{ "result": 1 }`, `{"result":1,"other":2}`, `{"result":1,"result_in":1.5}`,
 		`{"result":"a","result_in":-2}`, `null`, `{"result":{"result_in":4}}`, `{"result":[1,2],"result_in":7}`,
 		`{"result": 1}`, `{"result":1 }`, `{"result":{"a": 1} }`, "{\"result\":[1]\n}", `{"result":true ,"result_in":2}`, `{"result":1,"result_in": 3}`} {
-		check(-i, []byte(data))
+		check(-i-1, []byte(data))
 	}
+	// Invalid JSON is never read from a payload (the converter's error is
+	// the call's), nor a payload of another encoding.
+	for _, data := range []string{`{"result":{bad}}`, `{"result":1`, `{"result":"a}`, `{"result":01}`, "{\"result\":\"\x01\"}", `{"result":1}}`} {
+		_, ok := ReadToolOutput(JSONPayload([]byte(data)).Payload())
+		require.False(t, ok, data)
+	}
+	p := JSONPayload([]byte(`{"result":1}`)).Payload()
+	p.Metadata = map[string][]byte{converter.MetadataEncoding: []byte("binary/encrypted")}
+	_, ok := ReadToolOutput(p)
+	require.False(t, ok)
 }

@@ -49,9 +49,20 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 				err = st.future.Get(ctx, p) // the record's output (or, still running, its call's)
 				out = *p
 			} else {
-				wire := new(activities.ToolOutputJSON) // the activity's payload, read without reflection
-				err = st.future.Get(ctx, wire)
-				out = activities.ToolOutput(*wire)
+				// The activity's payload, read by a scan when it is JSON
+				// (the converter's codec applied), else decoded by the
+				// data converter: a settled future decodes again.
+				raw := new(converter.RawValue)
+				err = st.future.Get(ctx, raw)
+				var read bool
+				if err == nil {
+					out, read = activities.ReadToolOutput(raw.Payload())
+				}
+				if !read {
+					wire := new(activities.ToolOutputJSON)
+					err = st.future.Get(ctx, wire)
+					out = activities.ToolOutput(*wire)
+				}
 			}
 			st.call.Settle(&out, err)
 			if err != nil {
