@@ -317,6 +317,13 @@ func (r *run) restoreRef(c *Carry) error {
 
 // continueByRef hands the run's state to a new workflow run by reference.
 func (r *run) continueByRef(ctx wf.Context) error {
+	if wf.IsReplaying(ctx) && (!r.carriesThread || r.limit != 0) {
+		// The SDK matches the continue-as-new command to its recorded
+		// event by type alone and drops it, and with the payload limit
+		// read already (or none) its size check reads no side effect:
+		// its input is not made (unsent, as a replayed activity's).
+		return wf.NewContinueAsNewError(ctx, WorkflowName, r.unsent())
+	}
 	st, err := r.handover(false)
 	if err != nil {
 		return err
