@@ -20,8 +20,8 @@ type step struct {
 	msg    activities.Message
 	call   *calllog.Call
 	future wf.Future
-	// started is call's storage for a call launch started (one
-	// allocation a call).
+	// started holds the call of a step that launch made (call points at
+	// it): one allocation a call, not two.
 	started calllog.Call
 }
 
