@@ -349,33 +349,27 @@ func (r *run) setUp(ctx wf.Context) error {
 func (r *run) complete(ctx wf.Context) error {
 	r.status = StatusCompleted
 	r.showDetails(ctx)
-	if r.in.ThreadID == "" && wf.IsReplaying(ctx) && r.headUnsent() {
-		// No state to save, and the result unsent (resultUnsent), known
-		// without making the result's view. The stream's settling may
-		// wait into live history: the result is made then.
-		if err := r.closeStream(ctx, true); err != nil {
-			return err
-		}
-		if !wf.IsReplaying(ctx) {
-			return r.makeResult(ctx, r.view(), nil)
-		}
-		return nil
-	}
+	// A replaying run on no thread (no state to save) can tell that its
+	// result is unsent from the result's head, before its view is made.
+	headOnly := r.in.ThreadID == "" && wf.IsReplaying(ctx) && r.headUnsent()
+	unsent := headOnly
 	var res RunResult
-	var lines []byte
-	if wf.IsReplaying(ctx) {
-		res = r.view() // the lines are encoded below only if the result is made
-	} else {
-		res, lines = r.viewEncoded()
-	}
-	if err := r.saveCheckpoint(ctx, &res); err != nil {
-		return err
-	}
-	// Asked after saveCheckpoint, which may wait into live history.
-	unsent := wf.IsReplaying(ctx) && r.resultUnsent(res)
-	if !unsent {
-		if err := r.makeResult(ctx, res, lines); err != nil {
+	if !headOnly {
+		var lines []byte
+		if wf.IsReplaying(ctx) {
+			res = r.view() // the lines are encoded below only if the result is made
+		} else {
+			res, lines = r.viewEncoded()
+		}
+		if err := r.saveCheckpoint(ctx, &res); err != nil {
 			return err
+		}
+		// Asked after saveCheckpoint, which may wait into live history.
+		unsent = wf.IsReplaying(ctx) && r.resultUnsent(res)
+		if !unsent {
+			if err := r.makeResult(ctx, res, lines); err != nil {
+				return err
+			}
 		}
 	}
 	if err := r.closeStream(ctx, true); err != nil {
@@ -385,6 +379,9 @@ func (r *run) complete(ctx wf.Context) error {
 		// The stream's settling waited into live history: the result is
 		// sent after all. resultUnsent said its checks cannot decide
 		// anything, so made now it is what it would have been before.
+		if headOnly {
+			res = r.view()
+		}
 		return r.makeResult(ctx, res, nil)
 	}
 	return nil
