@@ -180,6 +180,10 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 		TaskQueue:                opts.TaskQueue,
 		WorkflowIDReusePolicy:    reuse,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// A run already open under the ID is an error, not a handle on
+		// that run: without it the SDK hands a concurrent second start the
+		// first request's run (and its answer).
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		WorkflowExecutionTimeout: opts.WorkflowExecutionTimeout,
 		WorkflowTaskTimeout:      opts.WorkflowTaskTimeout,
 		// The Web UI shows it (user metadata); the run's current details
