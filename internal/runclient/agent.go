@@ -184,8 +184,8 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 		// that run: without it the SDK hands a concurrent second start the
 		// first request's run (and its answer).
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowExecutionTimeout: opts.WorkflowExecutionTimeout,
-		WorkflowTaskTimeout:      opts.WorkflowTaskTimeout,
+		WorkflowExecutionTimeout:                 opts.WorkflowExecutionTimeout,
+		WorkflowTaskTimeout:                      opts.WorkflowTaskTimeout,
 		// The Web UI shows it (user metadata); the run's current details
 		// then list its calls.
 		StaticSummary: runSummary(in),
