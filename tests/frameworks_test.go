@@ -1,0 +1,395 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
+	"github.com/tulip-temporal/tulip/openaimodel"
+)
+
+// frameworkModel is the scripted OpenAI-compatible (chat completions)
+// upstream model behind 'tulip serve' for the agent-framework tests. It
+// answers from the conversation:
+//   - the last message a user's "refund ord-N": an issue_refund call for
+//     ord-N (amount 20);
+//   - the last message a user's asking about the weather while a tool
+//     named lookup_weather is offered: a lookup_weather call for Paris;
+//   - the last message lookup_weather's result: "The weather in Paris:
+//     RESULT";
+//   - anything else (another tool's result): "Done: all settled.".
+//
+// Every answer reports usage: prompt_tokens 100 plus the number of
+// messages it was sent, completion_tokens 7; the model sums what it
+// reported (total), for the frameworks' usage to be compared against.
+type frameworkModel struct {
+	*httptest.Server
+	mu                 sync.Mutex
+	prompt, completion int64
+	bodies             []map[string]any
+}
+
+func newFrameworkModel(t *testing.T) *frameworkModel {
+	m := &frameworkModel{}
+	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.Close)
+	return m
+}
+
+// total is what the model has reported so far: prompt and completion
+// tokens.
+func (m *frameworkModel) total() (int64, int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.prompt, m.completion
+}
+
+func (m *frameworkModel) serve(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Messages []map[string]any `json:"messages"`
+		Tools    []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+		Stream bool `json:"stream"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Messages) == 0 {
+		http.Error(w, fmt.Sprintf("bad request: %v", err), http.StatusBadRequest)
+		return
+	}
+	offered := map[string]bool{}
+	for _, tl := range body.Tools {
+		offered[tl.Function.Name] = true
+	}
+	last := body.Messages[len(body.Messages)-1]
+	role, _ := last["role"].(string)
+	content := messageText(last["content"])
+
+	var call [3]string
+	text := "Done: all settled."
+	switch {
+	case role == "user" && refundRE.MatchString(content):
+		call = [3]string{"call-refund", "issue_refund", fmt.Sprintf(`{"order_id":%q,"amount":20}`, refundRE.FindStringSubmatch(content)[1])}
+	case role == "user" && strings.Contains(strings.ToLower(content), "weather") && offered["lookup_weather"]:
+		call = [3]string{"call-weather", "lookup_weather", `{"city":"Paris"}`}
+	case role == "tool" && toolCallName(body.Messages, last) == "lookup_weather":
+		text = "The weather in Paris: " + content
+	}
+	prompt, completion := int64(100+len(body.Messages)), int64(7)
+	m.mu.Lock()
+	m.prompt += prompt
+	m.completion += completion
+	m.mu.Unlock()
+	usage := map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+	message := map[string]any{"role": "assistant", "content": text}
+	finish := "stop"
+	if call[1] != "" {
+		message = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+			"id": call[0], "type": "function", "function": map[string]any{"name": call[1], "arguments": call[2]}}}}
+		finish = "tool_calls"
+	}
+	if !body.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-fw", "object": "chat.completion", "model": "scripted",
+			"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}}, "usage": usage})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(v map[string]any) {
+		v["id"], v["object"], v["model"] = "chatcmpl-fw", "chat.completion.chunk", "scripted"
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+	}
+	if call[1] != "" {
+		chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{
+			"index": 0, "id": call[0], "type": "function", "function": map[string]any{"name": call[1], "arguments": call[2]}}}}}}})
+	} else {
+		for _, p := range strings.SplitAfter(text, " ") {
+			chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": p}}}})
+		}
+	}
+	chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}})
+	chunk(map[string]any{"choices": []any{}, "usage": usage})
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// messageText is a chat message's content as text (a string, or the text
+// parts of a list).
+func messageText(c any) string {
+	switch v := c.(type) {
+	case string:
+		return v
+	case []any:
+		var b strings.Builder
+		for _, p := range v {
+			if m, ok := p.(map[string]any); ok {
+				if s, ok := m["text"].(string); ok {
+					b.WriteString(s)
+				}
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// toolCallName names the tool whose call the tool message answers.
+func toolCallName(msgs []map[string]any, tool map[string]any) string {
+	id, _ := tool["tool_call_id"].(string)
+	for _, m := range msgs {
+		calls, _ := m["tool_calls"].([]any)
+		for _, c := range calls {
+			cm, _ := c.(map[string]any)
+			if cm["id"] == id {
+				fn, _ := cm["function"].(map[string]any)
+				name, _ := fn["name"].(string)
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// frameworksDir is tests/frameworks with its npm packages: the test is
+// skipped without node; without node_modules it installs them with npm ci
+// (as scripts/install-test-deps does) and fails if that fails.
+func frameworksDir(t *testing.T) (node, dir string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the agent-framework tests drive npm packages (tests/frameworks)")
+	}
+	dir, err = filepath.Abs("frameworks")
+	require.NoError(t, err)
+	for _, m := range []string{"ai", "@ai-sdk/openai", "@openai/agents", "@langchain/openai", "@langchain/core", "openai", "zod"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", m)); err == nil {
+			continue
+		}
+		npm, err := exec.LookPath("npm")
+		require.NoError(t, err, "npm is needed to install tests/frameworks's packages (or run scripts/install-test-deps)")
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "npm ci in tests/frameworks: %s", out)
+		break
+	}
+	return node, dir
+}
+
+// fwResult is what a framework script prints.
+type fwResult struct {
+	Text  string `json:"text"`
+	Error *struct {
+		Status  int    `json:"status"`
+		Message string `json:"message"`
+		Name    string `json:"name"`
+	} `json:"error"`
+	Calls       int      `json:"calls"`
+	Steps       int      `json:"steps"`
+	ToolCalls   []string `json:"toolCalls"`
+	ServerCalls []string `json:"serverCalls"`
+	Items       []struct {
+		Type, Raw, Name string
+	} `json:"items"`
+	Turns []struct {
+		Text        string   `json:"text"`
+		ToolCalls   []string `json:"toolCalls"`
+		Invalid     int      `json:"invalid"`
+		ToolOutputs []string `json:"toolOutputs"`
+	} `json:"turns"`
+	Usage struct {
+		Input, Output, Total int64
+	} `json:"usage"`
+}
+
+// TestServeFrameworks drives 'tulip serve' (an embedded server in --db,
+// --no-worker; the worker runs in this test with the scripted upstream
+// frameworkModel and the billing witness) with the agent frameworks
+// people point at an OpenAI-compatible server, each from npm
+// (tests/frameworks, exact versions in its package-lock.json):
+//   - the Vercel AI SDK (generateText and streamText, stepCountIs(3),
+//     through openai.responses and openai.chat): "refund ord-N" runs the
+//     agent's issue_refund once (billing refunds ord-N once) and returns
+//     the answer without an error and without a client-side tool call
+//     (the server-run call is no function_call); a client tool named
+//     issue_refund is refused with a 400 naming it, and its execute never
+//     ran; a client tool lookup_weather the model calls runs once in the
+//     framework and the loop completes across two requests with an
+//     answer quoting its result;
+//   - the OpenAI Agents SDK (run, streamed and not): the refund run
+//     completes with one refund billed; the lookup_weather run executes
+//     the function tool once and completes;
+//   - LangChain.js ChatOpenAI over the Responses API (invoke, streamed and
+//     not): the AIMessage for "refund ord-N" has no tool_calls, has the
+//     text, and billing refunded once; the lookup_weather loop completes;
+//   - usage: each framework's reported input/output tokens equal the sums
+//     the upstream reported for its requests.
+func TestServeFrameworks(t *testing.T) {
+	node, dir := frameworksDir(t)
+	m := newFrameworkModel(t)
+	tq := taskQueue(t.Name())
+	base, out := startServe(t, "--db", filepath.Join(t.TempDir(), "serve.db"), "--no-worker", "--task-queue", tq)
+	addr := temporalRE.FindStringSubmatch(out.String())
+	require.NotNil(t, addr, "serve prints its embedded server's address: %s", out.String())
+	bill, tb := billedToolbox(t)
+	om, err := openaimodel.New(openaimodel.Options{BaseURL: m.URL + "/v1", Model: "scripted"})
+	require.NoError(t, err)
+	startWorker(t, dial(t, addr[1]), tq, workerplugin.Options{Tools: tb.Tools(), Models: map[string]activities.Model{"openai": om}})
+
+	order := 100
+	// script runs a framework script and returns what it printed and the
+	// upstream's usage meanwhile.
+	script := func(t *testing.T, name string, args ...string) (fwResult, int64, int64) {
+		t.Helper()
+		p0, c0 := m.total()
+		cmd := exec.CommandContext(ctxT(t), node, append([]string{filepath.Join(dir, name), base + "/v1"}, args...)...)
+		cmd.Dir = dir
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.Output()
+		require.NoError(t, err, "%s %v: %s", name, args, stdout)
+		var got fwResult
+		require.NoError(t, json.Unmarshal(stdout, &got), "%s", stdout)
+		t.Logf("%s %v: %s", name, args, strings.TrimSpace(string(stdout)))
+		p1, c1 := m.total()
+		return got, p1 - p0, c1 - c0
+	}
+	refunds := func(orderID string) int {
+		n := 0
+		for _, r := range bill.Refunds() {
+			if r.OrderID == orderID {
+				n++
+			}
+		}
+		return n
+	}
+	noError := func(t *testing.T, got fwResult) {
+		t.Helper()
+		if got.Error != nil {
+			t.Fatalf("the framework failed: %d %s (%s)", got.Error.Status, got.Error.Message, got.Error.Name)
+		}
+	}
+	usage := func(t *testing.T, got fwResult, prompt, completion int64) {
+		t.Helper()
+		assert.Positive(t, prompt, "the upstream was asked")
+		assert.Equal(t, prompt, got.Usage.Input, "input tokens: the upstream's prompt tokens summed")
+		assert.Equal(t, completion, got.Usage.Output, "output tokens: the upstream's completion tokens summed")
+		assert.Equal(t, prompt+completion, got.Usage.Total, "total tokens")
+	}
+
+	for _, api := range []string{"responses", "chat"} {
+		for _, mode := range []string{"generate", "stream"} {
+			t.Run("aisdk "+api+" "+mode, func(t *testing.T) {
+				t.Run("server tool", func(t *testing.T) {
+					order++
+					o := fmt.Sprintf("ord-%d", order)
+					got, prompt, completion := script(t, "aisdk.mjs", api, mode, "refund", o)
+					noError(t, got)
+					assert.Equal(t, "Done: all settled.", got.Text)
+					assert.Empty(t, got.ToolCalls, "no client-side tool call: the agent's refund is not a function_call")
+					if api == "responses" {
+						assert.Equal(t, []string{"mcp.issue_refund"}, got.ServerCalls, "the refund shows as a provider-executed (mcp_call) tool call")
+					} else {
+						assert.Empty(t, got.ServerCalls, "chat completions shows no tool call")
+					}
+					assert.Equal(t, 1, got.Steps, "one step: nothing for the framework to run")
+					assert.Equal(t, 1, refunds(o), "billing refunded %s once", o)
+					usage(t, got, prompt, completion)
+				})
+				t.Run("client tool collides", func(t *testing.T) {
+					order++
+					o := fmt.Sprintf("ord-%d", order)
+					got, _, _ := script(t, "aisdk.mjs", api, mode, "collide", o)
+					require.NotNil(t, got.Error, "a client tool named like the agent's is refused: %+v", got)
+					assert.Equal(t, 400, got.Error.Status, "%s", got.Error.Message)
+					assert.Contains(t, got.Error.Message, "issue_refund")
+					assert.Equal(t, 0, got.Calls, "the client's issue_refund never ran")
+					assert.Equal(t, 0, refunds(o), "billing refunded nothing")
+				})
+				t.Run("client tool", func(t *testing.T) {
+					order++
+					got, prompt, completion := script(t, "aisdk.mjs", api, mode, "client", fmt.Sprintf("ord-%d", order))
+					noError(t, got)
+					assert.Equal(t, 1, got.Calls, "the framework ran lookup_weather once")
+					assert.Equal(t, []string{"lookup_weather"}, got.ToolCalls)
+					assert.Equal(t, 2, got.Steps, "two requests: the call, then the answer")
+					assert.Contains(t, got.Text, "The weather in Paris:")
+					assert.Contains(t, got.Text, "sunny, 21C", "the answer quotes the tool's result")
+					usage(t, got, prompt, completion)
+				})
+			})
+		}
+	}
+
+	for _, mode := range []string{"run", "stream"} {
+		t.Run("agents "+mode, func(t *testing.T) {
+			t.Run("server tool", func(t *testing.T) {
+				order++
+				o := fmt.Sprintf("ord-%d", order)
+				got, prompt, completion := script(t, "agents.mjs", mode, "refund", o)
+				noError(t, got)
+				assert.Equal(t, "Done: all settled.", got.Text)
+				var kinds []string
+				for _, it := range got.Items {
+					kinds = append(kinds, it.Raw+":"+it.Name)
+					assert.NotEqual(t, "function_call", it.Raw, "the agent's refund is no function_call for the SDK to run")
+				}
+				assert.Contains(t, kinds, "hosted_tool_call:issue_refund", "the refund shows as a hosted (mcp_call) tool call")
+				assert.Equal(t, 0, got.Calls)
+				assert.Equal(t, 1, refunds(o), "billing refunded %s once", o)
+				usage(t, got, prompt, completion)
+			})
+			t.Run("client tool", func(t *testing.T) {
+				order++
+				got, prompt, completion := script(t, "agents.mjs", mode, "client", fmt.Sprintf("ord-%d", order))
+				noError(t, got)
+				assert.Equal(t, 1, got.Calls, "the SDK ran lookup_weather once")
+				assert.Contains(t, got.Text, "The weather in Paris:")
+				assert.Contains(t, got.Text, "sunny, 21C")
+				usage(t, got, prompt, completion)
+			})
+		})
+	}
+
+	for _, mode := range []string{"invoke", "stream"} {
+		t.Run("langchain "+mode, func(t *testing.T) {
+			t.Run("server tool", func(t *testing.T) {
+				order++
+				o := fmt.Sprintf("ord-%d", order)
+				got, prompt, completion := script(t, "langchain.mjs", mode, "refund", o)
+				noError(t, got)
+				require.Len(t, got.Turns, 1)
+				assert.Empty(t, got.Turns[0].ToolCalls, "the AIMessage has no tool_calls: the agent ran the refund")
+				assert.Zero(t, got.Turns[0].Invalid)
+				assert.Equal(t, []string{"mcp_call:issue_refund"}, got.Turns[0].ToolOutputs, "the refund is among the built-in tool outputs")
+				assert.Equal(t, "Done: all settled.", got.Text)
+				assert.Equal(t, 1, refunds(o), "billing refunded %s once", o)
+				usage(t, got, prompt, completion)
+			})
+			t.Run("client tool", func(t *testing.T) {
+				order++
+				got, prompt, completion := script(t, "langchain.mjs", mode, "client", fmt.Sprintf("ord-%d", order))
+				noError(t, got)
+				require.Len(t, got.Turns, 2, "two invocations: the call, then the answer")
+				assert.Equal(t, []string{"lookup_weather"}, got.Turns[0].ToolCalls)
+				assert.Equal(t, 1, got.Calls)
+				assert.Contains(t, got.Text, "The weather in Paris:")
+				assert.Contains(t, got.Text, "sunny, 21C")
+				usage(t, got, prompt, completion)
+			})
+		})
+	}
+}
