@@ -32,5 +32,9 @@ type ConversationPolicy = activities.ConversationPolicy
 // LastTurns shows the model the conversation's last n turns.
 func LastTurns(n int) ConversationPolicy { return activities.LastTurns(n) }
 
-// Usage is a model response's token counts.
+// Usage is a model response's token counts; a run's result sums them.
 type Usage = activities.Usage
+
+// ModelParams are a run's sampling parameters (agent.Options.Params):
+// Temperature, TopP, MaxOutputTokens, each sent when set.
+type ModelParams = activities.ModelParams

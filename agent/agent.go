@@ -72,6 +72,21 @@ type Options struct {
 	// TaskTimeout bounds one workflow task (how soon a task lost with its
 	// worker is retried). Zero value: Temporal's 10 s.
 	TaskTimeout time.Duration
+	// Instructions are given to the model with every request of the run
+	// (tulip.ModelRequest.Instructions: after the model's own system
+	// prompt). Zero value: none.
+	Instructions string
+	// Params are the run's sampling parameters (temperature, top_p, the
+	// answer's token bound), each sent when set. Zero value: the model's.
+	Params *tulip.ModelParams
+	// ClientTools are tools the caller runs, not the worker (their Name,
+	// Description, Parameters and Idempotent count): offered to the model
+	// with the worker's. A call the log does not serve interrupts the run
+	// (Interrupt.Hook ClientToolsHook, the calls in Held) until
+	// ClientResults answers it; an idempotent one's identical repeat is
+	// served from the log. A name a worker tool has fails the run
+	// (tulip.BadInput).
+	ClientTools []tulip.ToolSpec
 }
 
 // StreamOptions choose what a run streams live.
@@ -94,7 +109,8 @@ func Start(ctx context.Context, c client.Client, opts Options) (*Run, error) {
 		Limits:          dedup.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxArgumentDepth},
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
-		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout})
+		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout,
+		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools})
 	if err != nil {
 		return nil, err
 	}
@@ -215,4 +231,11 @@ func Approve(id string) ResumeInput {
 // recorded as dangling), and the model is told answer.
 func Decline(id, answer string) ResumeInput {
 	return ResumeInput{InterruptID: id, Answer: answer}
+}
+
+// ClientResults answers interrupt id of ClientToolsHook with the client
+// tools' results, one for each held call: each is recorded as its call's
+// outcome and given to the model, and the run goes on.
+func ClientResults(id string, results ...ToolResult) ResumeInput {
+	return ResumeInput{InterruptID: id, Results: results}
 }

@@ -61,8 +61,8 @@ func ExampleApprove() {
 	fmt.Printf("%+v\n", agent.Approve("int-1"))
 	fmt.Printf("%+v\n", agent.Decline("int-1", "not tonight"))
 	// Output:
-	// {InterruptID:int-1 Answer:approved PerformDangling:true}
-	// {InterruptID:int-1 Answer:not tonight PerformDangling:false}
+	// {InterruptID:int-1 Answer:approved PerformDangling:true Results:[]}
+	// {InterruptID:int-1 Answer:not tonight PerformDangling:false Results:[]}
 }
 
 // Options a run cannot start without are refused before anything is

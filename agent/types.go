@@ -49,6 +49,15 @@ type Interrupt = agentrun.Interrupt
 // ResumeInput answers an interrupt (Approve and Decline make one).
 type ResumeInput = agentrun.ResumeInput
 
+// ToolResult is a client tool's result for one held call (ClientResults):
+// Output is JSON text, or any text (a JSON string then); IsError makes it
+// the call's error.
+type ToolResult = agentrun.ToolResult
+
+// ClientToolsHook is the Hook of an interrupt that waits for the client
+// tools' results (Options.ClientTools).
+const ClientToolsHook = agentrun.ClientToolsHook
+
 // ResumeResult is what a resume did.
 type ResumeResult = agentrun.ResumeResult
 

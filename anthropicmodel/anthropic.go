@@ -258,13 +258,32 @@ func (m *Model) Params(req tulip.ModelRequest) anthropic.MessageNewParams {
 		Model:     anthropic.Model(m.opts.Model),
 		MaxTokens: int64(m.opts.MaxTokens),
 	}
+	// The SDK's params have no temperature or top_p field (newer models
+	// refuse them); the API takes them on the models that accept them.
+	extra := map[string]any{}
 	if m.opts.Temperature != nil {
-		// The SDK's params have no temperature field (newer models refuse
-		// it); the API takes it on the models that accept it.
-		p.SetExtraFields(map[string]any{"temperature": *m.opts.Temperature})
+		extra["temperature"] = *m.opts.Temperature
+	}
+	if rp := req.Params; rp != nil {
+		if rp.Temperature != nil {
+			extra["temperature"] = *rp.Temperature
+		}
+		if rp.TopP != nil {
+			extra["top_p"] = *rp.TopP
+		}
+		if rp.MaxOutputTokens != nil && *rp.MaxOutputTokens > 0 {
+			p.MaxTokens = int64(*rp.MaxOutputTokens)
+		}
+	}
+	if len(extra) > 0 {
+		p.SetExtraFields(extra)
 	}
 	if m.opts.SystemPrompt != "" {
 		p.System = []anthropic.TextBlockParam{{Text: m.opts.SystemPrompt, CacheControl: ephemeral}}
+	}
+	if req.Instructions != "" {
+		// After the cached system prompt, uncached: a run's own.
+		p.System = append(p.System, anthropic.TextBlockParam{Text: req.Instructions})
 	}
 	for _, t := range req.Tools {
 		schema := t.Parameters
@@ -332,6 +351,7 @@ func usage(u anthropic.Usage) *tulip.Usage {
 	return &tulip.Usage{
 		PromptTokens:     int(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens),
 		CompletionTokens: int(u.OutputTokens),
+		CachedTokens:     int(u.CacheReadInputTokens),
 	}
 }
 

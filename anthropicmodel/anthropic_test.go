@@ -151,7 +151,7 @@ func TestResponseMapping(t *testing.T) {
 		{ID: "toolu_1", Name: "issue_refund", Arguments: `{"order_id":"ord-1","amount":120.0}`},
 		{ID: "toolu_2", Name: "page_oncall", Arguments: `{}`},
 	}, res.ToolCalls)
-	assert.Equal(t, &tulip.Usage{PromptTokens: 11 + 100 + 20, CompletionTokens: 7}, res.Usage)
+	assert.Equal(t, &tulip.Usage{PromptTokens: 11 + 100 + 20, CompletionTokens: 7, CachedTokens: 100}, res.Usage)
 }
 
 // With OnText the streaming endpoint is used: every text_delta reaches
@@ -177,7 +177,7 @@ func TestStreaming(t *testing.T) {
 	assert.Equal(t, strings.Join(deltas, ""), streamed.Text)
 	require.Len(t, streamed.ToolCalls, 1)
 	assert.Equal(t, `{"order_id":"ord-1","amount":120.0}`, streamed.ToolCalls[0].Arguments, "assembled from its pieces")
-	assert.Equal(t, &tulip.Usage{PromptTokens: 131, CompletionTokens: 7}, streamed.Usage)
+	assert.Equal(t, &tulip.Usage{PromptTokens: 131, CompletionTokens: 7, CachedTokens: 100}, streamed.Usage)
 
 	req.OnText = nil
 	plain, err := m.Respond(ctx(t), req)

@@ -57,9 +57,11 @@ type Options struct {
 	KeyHeader string
 	// Timeout bounds one HTTP request. Zero value: 60 s.
 	Timeout time.Duration
-	// SystemPrompt, when set, is sent first.
+	// SystemPrompt, when set, is sent first (a run's Instructions follow
+	// it in the same system message).
 	SystemPrompt string
-	// Temperature, when set, is sent.
+	// Temperature, when set, is sent (a run's Params.Temperature is sent
+	// in its place).
 	Temperature *float64
 	// HTTPClient sends the requests. Zero value: a plain client (no
 	// retries) with Timeout.
@@ -131,6 +133,8 @@ type wireRequest struct {
 	Messages      []wireMessage      `json:"messages"`
 	Tools         []wireTool         `json:"tools,omitempty"`
 	Temperature   *float64           `json:"temperature,omitempty"`
+	TopP          *float64           `json:"top_p,omitempty"`
+	MaxTokens     *int               `json:"max_tokens,omitempty"`
 	Stream        bool               `json:"stream,omitempty"`
 	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
 }
@@ -143,7 +147,26 @@ type wireResponse struct {
 	Choices []struct {
 		Message wireMessage `json:"message"`
 	} `json:"choices"`
-	Usage *activities.Usage `json:"usage"`
+	Usage *wireUsage `json:"usage"`
+}
+
+type wireUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func (u *wireUsage) usage() *activities.Usage {
+	if u == nil {
+		return nil
+	}
+	out := &activities.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CachedTokens = d.CachedTokens
+	}
+	return out
 }
 
 func str(s string) *string { return &s }
@@ -158,14 +181,32 @@ func servedContent(content string) string {
 	return string(b)
 }
 
+// joinSystem is the system message: the model's prompt, then the run's
+// instructions, a blank line between.
+func joinSystem(prompt, instructions string) string {
+	switch {
+	case prompt == "":
+		return instructions
+	case instructions == "":
+		return prompt
+	}
+	return prompt + "\n\n" + instructions
+}
+
 // Body builds the request body for req (exported for tests and debugging).
 func (m *Model) Body(req activities.ModelRequest) ([]byte, error) {
 	w := wireRequest{Model: m.opts.Model, Temperature: m.opts.Temperature}
+	if p := req.Params; p != nil {
+		if p.Temperature != nil {
+			w.Temperature = p.Temperature
+		}
+		w.TopP, w.MaxTokens = p.TopP, p.MaxOutputTokens
+	}
 	if req.OnText != nil {
 		w.Stream, w.StreamOptions = true, &wireStreamOptions{IncludeUsage: true}
 	}
-	if m.opts.SystemPrompt != "" {
-		w.Messages = append(w.Messages, wireMessage{Role: "system", Content: str(m.opts.SystemPrompt)})
+	if system := joinSystem(m.opts.SystemPrompt, req.Instructions); system != "" {
+		w.Messages = append(w.Messages, wireMessage{Role: "system", Content: str(system)})
 	}
 	for _, msg := range req.Messages {
 		wm := wireMessage{Role: msg.Role, ToolCallID: msg.ToolCallID}
@@ -286,7 +327,7 @@ func parseResponse(data []byte) (activities.ModelResponse, error) {
 		return activities.ModelResponse{}, badResponse("no choices")
 	}
 	msg := w.Choices[0].Message
-	out := activities.ModelResponse{Usage: w.Usage}
+	out := activities.ModelResponse{Usage: w.Usage.usage()}
 	if msg.Content != nil {
 		out.Text = *msg.Content
 	}

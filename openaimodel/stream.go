@@ -31,7 +31,7 @@ type wireChunk struct {
 			} `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
-	Usage *activities.Usage `json:"usage"`
+	Usage *wireUsage `json:"usage"`
 	Error *struct {
 		Message string `json:"message"`
 	} `json:"error"`
@@ -72,7 +72,7 @@ func readStream(body io.Reader, onText func(string)) (activities.ModelResponse, 
 			return activities.ModelResponse{}, temporal.NewApplicationError("openai: the stream failed: "+clip(ch.Error.Message, 300), ErrRetryable)
 		}
 		if ch.Usage != nil {
-			out.Usage = ch.Usage
+			out.Usage = ch.Usage.usage()
 		}
 		if len(ch.Choices) == 0 {
 			continue

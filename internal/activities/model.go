@@ -58,8 +58,15 @@ type ModelRequest struct {
 	// Messages is the conversation so far: the thread's earlier runs, then
 	// this run's.
 	Messages []Message `json:"messages"`
-	// Tools are the tools the model may call.
+	// Tools are the tools the model may call: the worker's, then the
+	// run's client tools (RunInput.ClientTools), which the caller runs.
 	Tools []ToolSpec `json:"tools"`
+	// Instructions are the run's own instructions (RunInput.Instructions):
+	// a model sends them as its system prompt, after its own ("" none).
+	Instructions string `json:"instructions,omitempty"`
+	// Params are the run's sampling parameters (RunInput.Params), each
+	// sent when set, over the model's own. Nil: none.
+	Params *ModelParams `json:"params,omitempty"`
 	// OnText, when set, takes the answer as the model generates it: a model
 	// that can stream calls it with each piece of text, in order (the whole
 	// text still goes in the response). Nil when the run does not stream
@@ -81,10 +88,36 @@ type ModelResponse struct {
 	Streamed *Streamed `json:"streamed,omitempty"`
 }
 
-// Usage is a model response's token counts.
+// Usage is a model response's token counts (a run's result sums them).
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// CachedTokens are the prompt tokens read from the provider's prompt
+	// cache (part of PromptTokens), when it reports them.
+	CachedTokens int `json:"cached_tokens,omitempty"`
+}
+
+// Add adds u's counts to s (u nil: nothing) and returns s, made when nil
+// and u is not.
+func (s *Usage) Add(u *Usage) *Usage {
+	if u == nil {
+		return s
+	}
+	if s == nil {
+		s = &Usage{}
+	}
+	s.PromptTokens += u.PromptTokens
+	s.CompletionTokens += u.CompletionTokens
+	s.CachedTokens += u.CachedTokens
+	return s
+}
+
+// ModelParams are a run's sampling parameters: each, when set, is sent to
+// the model in place of the model's own setting.
+type ModelParams struct {
+	Temperature     *float64 `json:"temperature,omitempty"`
+	TopP            *float64 `json:"top_p,omitempty"`
+	MaxOutputTokens *int     `json:"max_output_tokens,omitempty"`
 }
 
 // Model produces an agent's responses. It runs in an activity, so it may
@@ -158,6 +191,11 @@ type ModelInput struct {
 	Tools []ToolSpec `json:"tools,omitempty"`
 	// TextStream, when set, streams the answer to the run's stream.
 	TextStream *TextStream `json:"text_stream,omitempty"`
+	// Instructions, Params and ClientTools are the run's
+	// (RunInput.Instructions, Params, ClientTools), for the request.
+	Instructions string       `json:"instructions,omitempty"`
+	Params       *ModelParams `json:"params,omitempty"`
+	ClientTools  []ToolSpec   `json:"client_tools,omitempty"`
 }
 
 // Cursor names a conversation prefix: its length and digest.
@@ -211,7 +249,7 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	ctx, stop := heartbeat(ctx)
 	defer stop()
 	req := ModelRequest{Model: in.Model, Agent: in.Agent, Thread: in.Thread, Turn: in.Turn, Phase: in.Phase,
-		PhaseTurn: in.PhaseTurn, Messages: in.Messages, Tools: in.Tools}
+		PhaseTurn: in.PhaseTurn, Messages: in.Messages, Tools: in.Tools, Instructions: in.Instructions, Params: in.Params}
 	if in.Cursor {
 		msgs, err := m.conversation(ctx, in)
 		if err != nil {
@@ -228,6 +266,9 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 				req.Tools = append(req.Tools, specs...)
 			}
 		}
+	}
+	if len(in.ClientTools) > 0 {
+		req.Tools = append(slices.Clone(req.Tools), in.ClientTools...)
 	}
 	if m.Policy != nil {
 		req.Messages = m.Policy(req.Messages)

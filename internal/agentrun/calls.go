@@ -103,6 +103,9 @@ func errText(s string) *string { return &s }
 func (r *run) resolve(call activities.ToolCall) (*activities.Tool, *dedup.Args, *step) {
 	tool, ok := r.tools[call.Name]
 	if !ok {
+		tool, ok = r.client[call.Name]
+	}
+	if !ok {
 		return nil, nil, r.reject(call, fmt.Sprintf("unknown tool %q", call.Name))
 	}
 	args, err := dedup.Parse(call.Arguments, r.in.Limits)
@@ -173,6 +176,9 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 	mode := calllog.Matched
 	if r.resumed || !tool.Spec().Idempotent {
 		mode = calllog.Recorded
+	}
+	if r.isClient(tool) {
+		return r.clientCall(ctx, tool, call, post, pre, response, mode), nil
 	}
 	return r.launch(ctx, tool, call, post, pre, response, mode), nil
 }

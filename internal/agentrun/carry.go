@@ -57,7 +57,7 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 	}
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
-		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sentCursor(), Digest: r.convDigest(), Segments: len(segs), Continued: r.continued + 1}
+		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sentCursor(), Digest: r.convDigest(), Segments: len(segs), Continued: r.continued + 1, Usage: r.usage}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
 	args := []any{next}
@@ -181,6 +181,7 @@ func (r *run) restore(c *Carry, raw [][]byte) error {
 	r.interrupts, r.executions, r.baseLen = c.Interrupts, c.Executions, c.BaseLen
 	r.setSent(c.Sent)
 	r.continued, r.trace = c.Continued, trace
+	r.usage = c.Usage
 	r.traceMsg = make([]int, len(trace))
 	for i := range r.traceMsg {
 		r.traceMsg[i] = -1

@@ -64,6 +64,7 @@ func (r *run) loop(ctx wf.Context) error {
 			return err
 		}
 		r.observeModel(ctx, start, len(resp.ToolCalls), nil)
+		r.usage = r.usage.Add(resp.Usage)
 		r.publishAnswer(resp)
 		if err := r.changeHooks(HooksInput{Install: resp.InstallHooks, Remove: resp.RemoveHooks}); err != nil {
 			return err
@@ -89,6 +90,9 @@ func (r *run) loop(ctx wf.Context) error {
 		for i, call := range resp.ToolCalls {
 			r.drainSignals(ctx)
 			st, h := r.handleCall(ctx, call, response)
+			if st == nil && h == nil {
+				continue // a client tool's call, held for the caller
+			}
 			if h != nil {
 				r.finish(ctx, steps) // what started before the interrupt settles first
 				steps = nil
@@ -100,6 +104,11 @@ func (r *run) loop(ctx wf.Context) error {
 			steps = r.enqueue(ctx, steps, st)
 		}
 		r.finish(ctx, steps)
+		if len(r.clientHeld) > 0 {
+			if err := r.awaitClient(ctx); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -107,7 +116,8 @@ func (r *run) loop(ctx wf.Context) error {
 // call saw, and only the messages added since (legacy runs: everything).
 func (r *run) modelInput() activities.ModelInput {
 	in := activities.ModelInput{Model: r.in.Model, Agent: r.in.Agent, Thread: r.in.ThreadID, Turn: r.turn,
-		Phase: r.phase, PhaseTurn: r.phaseTurn, TextStream: r.textStream()}
+		Phase: r.phase, PhaseTurn: r.phaseTurn, TextStream: r.textStream(),
+		Instructions: r.in.Instructions, Params: r.in.Params, ClientTools: r.clientSpecs}
 	if !r.carriesThread {
 		in.Messages = r.messages
 		for _, t := range r.cfg.Tools {

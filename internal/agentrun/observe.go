@@ -128,6 +128,9 @@ func (r *run) toolTag(name string) string {
 	if _, ok := r.tools[name]; ok {
 		return name
 	}
+	if _, ok := r.client[name]; ok {
+		return ClientTag
+	}
 	return UnknownTag
 }
 
@@ -282,7 +285,7 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 	}
 	info := wf.GetInfo(ctx)
 	d := Decision{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Agent: r.in.Agent, Thread: r.in.ThreadID,
-		Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, UnknownTool: r.tools[l.Tool] == nil, Outcome: l.Outcome, Relation: l.Relation, ServedFrom: -1,
+		Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, UnknownTool: r.tools[l.Tool] == nil && r.client[l.Tool] == nil, Outcome: l.Outcome, Relation: l.Relation, ServedFrom: -1,
 		Failed: l.Error != nil, At: wf.Now(ctx)}
 	if l.ServedFrom != nil {
 		d.ServedFrom = *l.ServedFrom

@@ -284,6 +284,7 @@ func (r *run) restoreRef(c *Carry) error {
 	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
 	r.interrupts, r.executions, r.baseLen, r.continued = c.Interrupts, c.Executions, c.BaseLen, c.Continued
 	r.save = c.Save // a decision in the chain's history, as its first run took it
+	r.usage = c.Usage
 	r.addToolsets(c.Toolsets)
 	r.trace, r.traceParts, r.summarized = c.Trace, c.TraceParts, c.Summary
 	internLines(r.trace)
@@ -338,7 +339,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	c := &Carry{Hooks: r.hooks, Turn: r.turn, Phase: r.phase, PhaseTurn: r.phaseTurn, Resumed: r.resumed,
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
 		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sentCursor(), Digest: r.convDigest(), Continued: r.continued + 1,
-		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets, Save: r.save}
+		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets, Save: r.save, Usage: r.usage}
 	if r.stream != nil {
 		if c.Stream, err = r.stream.State(); err != nil {
 			return err

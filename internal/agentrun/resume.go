@@ -154,7 +154,7 @@ func (r *run) checkResume(in ResumeInput) error {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("interrupt %q is not the current one (%q)", in.InterruptID, r.interrupt.ID), activities.ErrStaleInterrupt, nil)
 	}
-	return nil
+	return r.checkResults(in)
 }
 
 func (r *run) acceptResume(in ResumeInput) ResumeResult {
@@ -206,39 +206,9 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 		heldArgs[i] = args
 		r.appendLine(ctx, TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Arguments: args, Outcome: OutcomeHeld}, -1)
 	}
-	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
-	r.status = StatusInterrupted
-	r.showDetails(ctx)
-	// Publish the interrupt durably (runs recorded before this change
-	// replay without the memo).
-	memo := wf.GetVersion(ctx, "tulip-interrupt-memo", wf.DefaultVersion, 1) == 1
-	if memo {
-		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: r.interrupt.ID}); err != nil {
-			return err
-		}
-	}
-	if r.stream != nil && r.streamOnDemand {
-		// The run waits: batches published by signal so far are read now,
-		// so that the stream's offset (its query) counts them.
-		r.stream.Sync()
-	}
-	sig := wf.GetSignalChannel(ctx, SignalResume)
-	for r.pending == nil {
-		r.receiveResume(ctx, sig)
-		if r.pending != nil {
-			break
-		}
-		if err := wf.Await(ctx, func() bool { return r.pending != nil || sig.Len() > 0 }); err != nil {
-			return err
-		}
-	}
-	resume := r.pending
-	r.count(ctx, "interrupt-resumed/"+resume.InterruptID, MetricInterruptsResumed, 1, "hook", hook)
-	r.pending, r.interrupt, r.status = nil, nil, StatusRunning
-	if memo {
-		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {
-			return err
-		}
+	resume, err := r.waitResume(ctx, hook)
+	if err != nil {
+		return err
 	}
 	var steps []*step
 	for i, call := range held {
@@ -253,12 +223,18 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 			continue
 		}
 		if v1 {
-			steps = r.enqueue(ctx, steps, r.perform(ctx, call, i == 0, h.model, first, response))
+			if st := r.perform(ctx, call, i == 0, h.model, first, response); st != nil {
+				steps = r.enqueue(ctx, steps, st)
+			}
 			continue
 		}
 		tool, args, rejected := r.resolve(call)
 		if rejected != nil {
 			steps = r.enqueue(ctx, steps, rejected)
+			continue
+		}
+		if r.isClient(tool) {
+			r.holdClient(call, args, nil, r.log.Response(), calllog.Unrecorded, tool.Spec())
 			continue
 		}
 		// A dangling call runs without matching and is never recorded.
@@ -267,6 +243,14 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 		steps = r.enqueue(ctx, steps, st)
 	}
 	r.finish(ctx, steps)
+	if len(r.clientHeld) > 0 {
+		// Client calls held in this response (before the interrupt, or
+		// performed by the resume) are answered before the user's answer
+		// joins the conversation: a response's tool messages follow it.
+		if err := r.awaitClient(ctx); err != nil {
+			return err
+		}
+	}
 	r.addMessage(activities.Message{Role: "user", Content: resume.Answer})
 	r.resumed = true
 	r.phase++
@@ -296,7 +280,53 @@ func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool
 	if args != model {
 		pre = model
 	}
+	if r.isClient(tool) {
+		// The caller runs it: held for the caller with the response's
+		// other client calls (never recorded, as any performed call).
+		r.holdClient(call, args, pre, response, calllog.Unrecorded, tool.Spec())
+		return nil
+	}
 	st := r.launch(ctx, tool, call, args, pre, response, calllog.Unrecorded)
 	st.line.Outcome = OutcomeDangling
 	return st
+}
+
+// waitResume publishes the open interrupt (raised by hook), waits for the
+// resume that answers it, and returns that resume.
+func (r *run) waitResume(ctx wf.Context, hook string) (*ResumeInput, error) {
+	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
+	r.status = StatusInterrupted
+	r.showDetails(ctx)
+	// Publish the interrupt durably (runs recorded before this change
+	// replay without the memo).
+	memo := wf.GetVersion(ctx, "tulip-interrupt-memo", wf.DefaultVersion, 1) == 1
+	if memo {
+		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: r.interrupt.ID}); err != nil {
+			return nil, err
+		}
+	}
+	if r.stream != nil && r.streamOnDemand {
+		// The run waits: batches published by signal so far are read now,
+		// so that the stream's offset (its query) counts them.
+		r.stream.Sync()
+	}
+	sig := wf.GetSignalChannel(ctx, SignalResume)
+	for r.pending == nil {
+		r.receiveResume(ctx, sig)
+		if r.pending != nil {
+			break
+		}
+		if err := wf.Await(ctx, func() bool { return r.pending != nil || sig.Len() > 0 }); err != nil {
+			return nil, err
+		}
+	}
+	resume := r.pending
+	r.count(ctx, "interrupt-resumed/"+resume.InterruptID, MetricInterruptsResumed, 1, "hook", hook)
+	r.pending, r.interrupt, r.status = nil, nil, StatusRunning
+	if memo {
+		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {
+			return nil, err
+		}
+	}
+	return resume, nil
 }

@@ -109,6 +109,19 @@ type RunInput struct {
 	// Stream chooses what the run streams (StreamOptions). Zero value:
 	// every decision, and each answer once the model returns.
 	Stream *StreamOptions `json:"stream,omitempty"`
+	// Instructions are given to the model with every request of the run
+	// (ModelRequest.Instructions: the model's system prompt, then these).
+	Instructions string `json:"instructions,omitempty"`
+	// Params are the run's sampling parameters (ModelRequest.Params).
+	Params *activities.ModelParams `json:"params,omitempty"`
+	// ClientTools are tools the caller runs, not the worker: offered to
+	// the model after the worker's tools (their Name, Description,
+	// Parameters and Idempotent count). A call of one that the log does
+	// not serve is held for the caller (an interrupt of ClientToolsHook),
+	// and the resume that answers it carries its result
+	// (ResumeInput.Results). A name a worker tool has fails the run at
+	// its start (activities.ErrBadInput).
+	ClientTools []activities.ToolSpec `json:"client_tools,omitempty"`
 	// Continued is the state a run hands to its continuation; only
 	// continue-as-new sets it.
 	Continued *Carry `json:"continued,omitempty"`
@@ -164,6 +177,8 @@ type Carry struct {
 	// Checkpointer at its end (the first run's thread load said so).
 	// Absent in carries written before it: such a chain did not save.
 	Save bool `json:"save,omitempty"`
+	// Usage is the chain's token counts so far (RunResult.Usage).
+	Usage *activities.Usage `json:"usage,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a
@@ -286,6 +301,13 @@ type RunResult struct {
 	State *activities.Checkpoint `json:"state,omitempty"`
 	// Summary counts the run's tool calls by outcome.
 	Summary map[Outcome]int `json:"summary,omitempty"`
+	// Usage sums the token counts of every model response the run took
+	// (resumes and continue-as-new included); nil when its model reported
+	// none.
+	Usage *activities.Usage `json:"usage,omitempty"`
+	// ClientTools names the run's client tools (RunInput.ClientTools), in
+	// order: a trace line of one of them is a call the caller ran.
+	ClientTools []string `json:"client_tools,omitempty"`
 }
 
 // StateView is what QueryState returns: the run so far.
@@ -303,7 +325,26 @@ type ResumeInput struct {
 	// held line showed; the later ones go through the before-hooks (a
 	// rewrite applies, a cancel cancels) and are not held again.
 	PerformDangling bool `json:"perform_dangling"`
+	// Results answer an interrupt of ClientToolsHook: one for each held
+	// call, which is recorded with it as its outcome (and is the tool
+	// message the model reads). Such a resume takes no Answer and no
+	// PerformDangling; any other interrupt takes no Results.
+	Results []ToolResult `json:"results,omitempty"`
 }
+
+// ToolResult is what a client tool returned for one held call.
+type ToolResult struct {
+	CallID string `json:"call_id"`
+	// Output is the tool's output: JSON text is the result as that JSON
+	// value, any other text as a JSON string.
+	Output string `json:"output"`
+	// IsError makes Output the call's error (its message).
+	IsError bool `json:"is_error,omitempty"`
+}
+
+// ClientToolsHook names, in an Interrupt, a run waiting for the results of
+// its client tools' calls (RunInput.ClientTools).
+const ClientToolsHook = "client_tools"
 
 // ResumeResult reports what a resume did.
 type ResumeResult struct {

@@ -169,6 +169,13 @@ type run struct {
 
 	hooks    []string
 	toolsets []activities.ToolSpec // the toolsets' tools this run read
+	// client are the run's client tools (client.go), clientSpecs their
+	// specs for the model, clientHeld the current response's calls held
+	// for the caller.
+	client      map[string]*activities.Tool
+	clientSpecs []activities.ToolSpec
+	clientHeld  []clientHold
+	usage       *activities.Usage // the model responses' token counts, summed
 	save     bool                  // the run saves its thread state through a custom Checkpointer
 	status   string
 	turn     int
@@ -298,6 +305,9 @@ func (r *run) setUp(ctx wf.Context) error {
 	}
 	if r.in.Model == "" {
 		return r.refuse(ctx, badInput("run input names no model"))
+	}
+	if err := r.setClientTools(); err != nil {
+		return r.refuse(ctx, err)
 	}
 	if err := r.changeHooks(HooksInput{Install: r.in.Hooks}); err != nil {
 		return r.refuse(ctx, err)
@@ -430,7 +440,7 @@ func (r *run) resultUnsent(res RunResult) bool {
 // lines are under InlineStateLimit). False: make the view and ask that.
 func (r *run) headUnsent() bool {
 	head, err := json.Marshal(RunResult{Status: r.status, Agent: r.in.Agent, Answer: r.answer, Turns: r.turn,
-		Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued, TraceFrom: r.traceBase, TraceParts: r.traceParts})
+		Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued, TraceFrom: r.traceBase, TraceParts: r.traceParts, Usage: r.usage, ClientTools: r.clientNames()})
 	switch {
 	case err != nil:
 		return false
@@ -487,6 +497,9 @@ func (r *run) start(ctx wf.Context) error {
 			return err
 		}
 		r.addToolsets(specs)
+		if err := r.checkClientToolsets(); err != nil {
+			return err
+		}
 	}
 	if r.in.Message != "" {
 		r.addMessage(activities.Message{Role: "user", Content: r.in.Message})
@@ -512,6 +525,11 @@ func (r *run) viewAs(encode bool) (RunResult, []byte) {
 		Turns: r.turn, Trace: r.trace, Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued,
 		TraceFrom: r.traceBase, TraceParts: r.traceParts,
 	}
+	if r.usage != nil {
+		u := *r.usage
+		res.Usage = &u
+	}
+	res.ClientTools = r.clientNames()
 	var lines []byte
 	if r.stateByRef {
 		res.Summary = r.summary()

@@ -126,6 +126,34 @@ func (c *Call) Start(ctx workflow.Context, run func() workflow.Future) workflow.
 	return f
 }
 
+// Serve decides a call that no activity runs (a client tool's): a
+// Matched call that a record matches is served as Start would serve it
+// (a settled future, no command); otherwise it returns nil and records
+// nothing (Complete records its outcome once known).
+func (l *Log) Serve(ctx workflow.Context, c *Call) workflow.Future {
+	c.log = l
+	if c.Mode != Matched {
+		return nil
+	}
+	rec, rel := l.d.FindMatchingExecution(c.Tool, c.Args, c.Response)
+	if rec == nil {
+		return nil
+	}
+	return l.serve(ctx, c, rec, rel)
+}
+
+// Complete records a call that no activity ran, with its outcome (a
+// client tool's result, as the caller gave it): executed, settled. A
+// call Unrecorded is not recorded.
+func (l *Log) Complete(c *Call, result []byte, err *dedup.ToolError) {
+	c.log = l
+	if c.Mode == Unrecorded {
+		return
+	}
+	c.Recorded = l.d.Append(dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn,
+		CallID: c.CallID, Origin: dedup.Executed, Key: c.Key, Result: result, Error: err}, c.Args)
+}
+
 // serve answers c from rec without a command.
 func (l *Log) serve(ctx workflow.Context, c *Call, rec *dedup.Record, rel dedup.Relation) workflow.Future {
 	c.ServedFrom, c.Relation = rec, rel

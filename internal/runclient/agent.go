@@ -66,6 +66,15 @@ type RunOptions struct {
 	// WorkflowTaskTimeout bounds one workflow task (how soon a task lost
 	// with its worker is retried). Zero value: Temporal's 10 s.
 	WorkflowTaskTimeout time.Duration
+	// Instructions are given to the model with every request of the run
+	// (after the model's own system prompt).
+	Instructions string
+	// Params are the run's sampling parameters, each sent when set.
+	Params *activities.ModelParams
+	// ClientTools are tools the caller runs (agentrun.RunInput.ClientTools):
+	// a call the log does not serve interrupts the run (hook
+	// agentrun.ClientToolsHook) until a resume brings its result.
+	ClientTools []activities.ToolSpec
 }
 
 // ThreadBusyError: a run is already open on the thread.
@@ -149,7 +158,8 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 	}
 	in := agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
-		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream}
+		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
+		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools}
 	id := opts.WorkflowID
 	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 	if opts.ThreadID != "" {
