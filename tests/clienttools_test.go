@@ -100,7 +100,9 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	var asked requests
 	model := activities.ModelFunc(func(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		asked.add(req)
-		call := func(id, tool, args string) activities.ToolCall { return activities.ToolCall{ID: id, Name: tool, Arguments: args} }
+		call := func(id, tool, args string) activities.ToolCall {
+			return activities.ToolCall{ID: id, Name: tool, Arguments: args}
+		}
 		if lastUser(req.Messages) == "again" {
 			if req.Turn == 1 {
 				return activities.ModelResponse{ToolCalls: []activities.ToolCall{call("c5", "get_weather", `{"city": "Paris"}`)}}, nil

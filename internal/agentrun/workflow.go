@@ -176,14 +176,14 @@ type run struct {
 	clientSpecs []activities.ToolSpec
 	clientHeld  []clientHold
 	usage       *activities.Usage // the model responses' token counts, summed
-	save     bool                  // the run saves its thread state through a custom Checkpointer
-	status   string
-	turn     int
-	runTurns int // turns in this workflow run
-	answer   string
-	failure  string
-	limit    int  // the payload limit, once read (see checkSize)
-	ready    bool // the thread's state (or the carried state) is loaded
+	save        bool              // the run saves its thread state through a custom Checkpointer
+	status      string
+	turn        int
+	runTurns    int // turns in this workflow run
+	answer      string
+	failure     string
+	limit       int  // the payload limit, once read (see checkSize)
+	ready       bool // the thread's state (or the carried state) is loaded
 
 	namespace, scope, runID string
 }
