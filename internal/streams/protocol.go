@@ -16,6 +16,13 @@ const (
 	OffsetQuery   = "__temporal_workflow_stream_offset"
 )
 
+// ReadQuery is this package's addition to the protocol: a query that
+// answers what a poll would (PollInput, ReadResult) without waiting, and
+// without adding any event to the run's history (a poll that returns is
+// an update: two events). Subscribe reads by it; a run of a worker older
+// than it fails the query as unknown, and Subscribe polls instead.
+const ReadQuery = "tulip.stream.read"
+
 // The ApplicationError types subscribers match.
 const (
 	// ErrTruncatedOffset: the poll asked for an offset already truncated;
@@ -74,6 +81,23 @@ type PollResult struct {
 	Items      []WireItem `json:"items"`
 	NextOffset int64      `json:"next_offset"`
 	MoreReady  bool       `json:"more_ready"`
+}
+
+// ReadResult is the read query's answer: a poll's answer (Items, never
+// null, NextOffset, and MoreReady when it was cut at MaxPollBytes) given
+// at once, however few items there are (none: NextOffset is the offset to
+// read from next), with what a reader needs that a poll tells by failing.
+type ReadResult struct {
+	Items      []WireItem `json:"items"`
+	NextOffset int64      `json:"next_offset"`
+	MoreReady  bool       `json:"more_ready"`
+	// BaseOffset is the oldest item kept: a read from an offset below it
+	// (truncated; a poll fails with TruncatedOffset) answers from it.
+	BaseOffset int64 `json:"base_offset"`
+	// Draining says the run has handed its stream over (Drain): it is
+	// about to close or continue as new, and it still answers reads, as
+	// it will once closed, while a worker can replay it.
+	Draining bool `json:"draining"`
 }
 
 // State is a stream handed to the next run by continue-as-new: the items

@@ -39,15 +39,21 @@ type Options struct {
 	// publishes, on any topic).
 	Accept func(PublishInput) bool `json:"-"`
 	// ReadOnDemand reads the batches published by signal when the stream
-	// is read (Sync, a poll, Settle, Drain, State) instead of by a
-	// coroutine of its own: the SDK resumes every coroutine of a workflow
-	// on each pass of each workflow task, so the coroutine costs every
-	// task (and every replay) a resume even when nothing is published.
-	// Batches then take their offsets at the next read, not in the pass
-	// after they arrive, and the offset query counts only batches read: a
-	// workflow reads them (Sync) before it waits long. A workflow that
-	// changes this for runs in flight gates it by a version. Zero value: a
-	// coroutine.
+	// is read instead of by a coroutine of its own: the SDK resumes every
+	// coroutine of a workflow on each pass of each workflow task, so the
+	// coroutine costs every task (and every replay) a resume even when
+	// nothing is published. The stream is read by workflow code (Sync,
+	// Publish, PublishLazy, Offset, Truncate, Settle, Drain, State), by a
+	// poll, and by the read and offset queries: every one of them reads
+	// the batches that have arrived first, so a batch takes its offset
+	// after the items workflow code published before it arrived and
+	// before those it publishes after, whichever read comes first (a
+	// query's read is one workflow code cannot tell from its own next
+	// one, and replay, which has no queries, lays out the same log).
+	// Accept may therefore run while a query is answered: it must not
+	// block or start anything (GetVersion is fine: its marker may land
+	// anywhere). A workflow that changes this for runs in flight gates it
+	// by a version. Zero value: a coroutine.
 	ReadOnDemand bool
 }
 
@@ -141,7 +147,9 @@ func New(ctx workflow.Context, prior *State, opts Options) (*Stream, error) {
 	return s, s.register(ctx)
 }
 
-// register sets the stream's poll update and offset query handlers.
+// register sets the stream's poll update, offset query and read query
+// handlers (a query handler issues no command: registering one is
+// replay-safe, and a run that registers it has the same history).
 func (s *Stream) register(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, PollUpdate, s.onPoll, workflow.UpdateHandlerOptions{
 		Validator: func(in PollInput) error {
@@ -156,7 +164,18 @@ func (s *Stream) register(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	return workflow.SetQueryHandler(ctx, OffsetQuery, func() (int64, error) { return s.Offset(), nil })
+	if err := workflow.SetQueryHandler(ctx, OffsetQuery, func() (int64, error) { return s.Offset(), nil }); err != nil {
+		return err
+	}
+	return workflow.SetQueryHandler(ctx, ReadQuery, s.onRead)
+}
+
+// syncOnDemand reads the batches that have arrived, with ReadOnDemand
+// (without it the coroutine has read them by the end of the pass).
+func (s *Stream) syncOnDemand() {
+	if s.opts.ReadOnDemand {
+		s.Sync()
+	}
 }
 
 // Sync appends the batches published by signal that have arrived but not
@@ -175,8 +194,15 @@ func (s *Stream) Sync() {
 	}
 }
 
-// Offset is the next item's offset.
-func (s *Stream) Offset() int64 { return s.base + int64(len(s.log)) }
+// Offset is the next item's offset (with ReadOnDemand, after the batches
+// that have arrived).
+func (s *Stream) Offset() int64 {
+	s.syncOnDemand()
+	return s.next()
+}
+
+// next is the next item's offset, reading nothing.
+func (s *Stream) next() int64 { return s.base + int64(len(s.log)) }
 
 // Publish appends value to topic, encoded by the default payload
 // converter. It adds no history event: replay publishes it again, at the
@@ -186,6 +212,7 @@ func (s *Stream) Publish(topic string, value any) error {
 	if err != nil {
 		return err
 	}
+	s.syncOnDemand()
 	s.append(WireItem{Topic: topic, Data: data})
 	return nil
 }
@@ -200,7 +227,8 @@ func (s *Stream) PublishLazy(topic string, value any) {
 		_ = s.Publish(topic, nil)
 		return
 	}
-	s.log = append(s.log, WireItem{Topic: topic, Offset: s.Offset()})
+	s.syncOnDemand()
+	s.log = append(s.log, WireItem{Topic: topic, Offset: s.next()})
 	for len(s.lazy) < len(s.log)-1 {
 		s.lazy = append(s.lazy, nil)
 	}
@@ -221,11 +249,7 @@ func (s *Stream) encodeLazy() {
 		if v == nil {
 			continue
 		}
-		data, err := Encode(v)
-		if err != nil {
-			data, _ = Encode(map[string]string{"error": err.Error()})
-		}
-		s.log[i].Data = data
+		s.log[i].Data = encodeValue(v)
 		s.bytes += itemSize(s.log[i])
 	}
 	s.lazy = nil
@@ -237,7 +261,7 @@ func (s *Stream) encodeLazy() {
 func itemSize(it WireItem) int { return len(it.Data) + len(it.Topic) }
 
 func (s *Stream) append(it WireItem) {
-	it.Offset = s.Offset()
+	it.Offset = s.next()
 	s.log = append(s.log, it)
 	s.bytes += itemSize(it)
 	for len(s.log) > 1 && (len(s.log) > s.opts.MaxItems || s.bytes > s.opts.MaxBytes) {
@@ -260,6 +284,7 @@ func (s *Stream) drop(n int) {
 // Truncate discards the items before offset upTo (subscribers asking for
 // them get TruncatedOffset).
 func (s *Stream) Truncate(upTo int64) error {
+	s.syncOnDemand()
 	s.encodeLazy()
 	n := upTo - s.base
 	if n <= 0 {
@@ -267,7 +292,7 @@ func (s *Stream) Truncate(upTo int64) error {
 	}
 	if n > int64(len(s.log)) {
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("cannot truncate to offset %d: only %d items exist", upTo, s.Offset()), ErrTruncateOutOfRange, nil)
+			fmt.Sprintf("cannot truncate to offset %d: only %d items exist", upTo, s.next()), ErrTruncateOutOfRange, nil)
 	}
 	s.drop(int(n))
 	return nil
@@ -308,6 +333,7 @@ func (s *Stream) mark(upTo int64) {
 func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) {
 	s.polls++
 	defer func() { s.polls-- }()
+	s.syncOnDemand()
 	s.encodeLazy()
 	s.mark(max(in.FromOffset, s.base))
 	if in.FromOffset != 0 && in.FromOffset < s.base {
@@ -333,17 +359,23 @@ func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) 
 		}
 		from = 0
 	}
-	from = min(from, int64(len(s.log)))
+	return s.answer(int(min(from, int64(len(s.log)))), in.Topics, func(i int) WireItem { return s.log[i] }), nil
+}
+
+// answer is a read's answer from s.log[from:] on topics (none: all), each
+// item as item(i) gives it: at most MaxPollBytes, at least one item.
+func (s *Stream) answer(from int, topics []string, item func(i int) WireItem) PollResult {
 	want := map[string]bool{}
-	for _, t := range in.Topics {
+	for _, t := range topics {
 		want[t] = true
 	}
-	res := PollResult{Items: []WireItem{}, NextOffset: s.Offset()}
+	res := PollResult{Items: []WireItem{}, NextOffset: s.next()}
 	size := 0
-	for _, it := range s.log[from:] {
-		if len(want) > 0 && !want[it.Topic] {
+	for i := from; i < len(s.log); i++ {
+		if len(want) > 0 && !want[s.log[i].Topic] {
 			continue
 		}
+		it := item(i)
 		if n := itemSize(it); size+n > MaxPollBytes && len(res.Items) > 0 {
 			res.NextOffset, res.MoreReady = it.Offset, true
 			break
@@ -352,7 +384,44 @@ func (s *Stream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) 
 		}
 		res.Items = append(res.Items, it)
 	}
-	return res, nil
+	return res
+}
+
+// onRead answers the read query: what a poll from in.FromOffset would
+// answer now, without waiting and without changing the log (an item
+// PublishLazy left is encoded for the answer only; with ReadOnDemand the
+// batches that have arrived are read first, as any read reads them). It
+// answers every input: from an offset truncated (or a negative one) it
+// reads from the oldest item kept, which BaseOffset gives.
+func (s *Stream) onRead(in PollInput) (ReadResult, error) {
+	s.syncOnDemand()
+	if in.FromOffset > s.next() { // from an offset not reached yet: nothing
+		return ReadResult{Items: []WireItem{}, NextOffset: in.FromOffset, BaseOffset: s.base, Draining: s.draining}, nil
+	}
+	from := max(in.FromOffset-s.base, 0)
+	from = min(from, int64(len(s.log)))
+	res := s.answer(int(from), in.Topics, s.encoded)
+	return ReadResult{Items: res.Items, NextOffset: res.NextOffset, MoreReady: res.MoreReady, BaseOffset: s.base, Draining: s.draining}, nil
+}
+
+// encoded is s.log[i] with its data, encoding a value PublishLazy left
+// (without keeping the encoding: the log stays as workflow code left it).
+func (s *Stream) encoded(i int) WireItem {
+	it := s.log[i]
+	if i < len(s.lazy) && s.lazy[i] != nil {
+		it.Data = encodeValue(s.lazy[i])
+	}
+	return it
+}
+
+// encodeValue is a lazy value's wire data: {"error": "..."} for a value
+// that fails to encode.
+func encodeValue(v any) string {
+	data, err := Encode(v)
+	if err != nil {
+		data, _ = Encode(map[string]string{"error": err.Error()})
+	}
+	return data
 }
 
 // await waits until ready; with ReadOnDemand it reads the batches that
@@ -392,7 +461,7 @@ func (s *Stream) Settle(ctx workflow.Context, grace time.Duration) error {
 			return false
 		}
 		for _, from := range s.parked {
-			if from < s.Offset() {
+			if from < s.next() {
 				return false
 			}
 		}
@@ -428,6 +497,10 @@ func (s *Stream) Draining() bool { return s.draining }
 // by every subscriber that polled within ReadWindow (none when no
 // subscriber did), at most CarryBytes of the newest, and the publishers
 // seen within PublisherTTL. Offsets go on from the same number either way.
+// The run's own log is left whole (the read query on the closed run reads
+// what its readers by query had not: they are not among the subscribers
+// counted, and a run they read from carries no items for them), and only
+// the items that go on are encoded.
 func (s *Stream) State() (*State, error) {
 	if !s.draining {
 		return nil, errors.New("streams: State before Drain")
@@ -443,24 +516,22 @@ func (s *Stream) State() (*State, error) {
 		}
 	}
 	if read < 0 { // nobody reads: carry no items
-		read = s.Offset()
+		read = s.next()
 	}
-	if read > s.base {
-		s.drop(int(min(read, s.Offset()) - s.base))
-	}
-	s.encodeLazy() // only what goes on: items read stay unencoded
-	n := 0
-	for size := 0; n < len(s.log); n++ {
-		it := s.log[len(s.log)-1-n]
-		if size += itemSize(it); size > s.opts.CarryBytes {
+	// The first item not read:
+	first := int(min(max(read-s.base, 0), int64(len(s.log))))
+	var keep []WireItem // newest first (encoded)
+	for i, size := len(s.log)-1, 0; i >= first; i-- {
+		it := s.encoded(i)
+		if size += itemSize(it); size > min(s.opts.CarryBytes, s.opts.MaxBytes) {
 			break
 		}
+		keep = append(keep, it)
 	}
-	keep := s.log[len(s.log)-n:]
-	st := &State{Log: make([]WireItem, len(keep)), BaseOffset: s.Offset() - int64(n),
+	st := &State{Log: make([]WireItem, len(keep)), BaseOffset: s.next() - int64(len(keep)),
 		PublisherSeqs: map[string]int64{}, PublisherLastSeen: map[string]float64{}}
 	for i, it := range keep {
-		st.Log[i] = WireItem{Topic: it.Topic, Data: it.Data}
+		st.Log[len(keep)-1-i] = WireItem{Topic: it.Topic, Data: it.Data}
 	}
 	for _, m := range s.marks {
 		if now.Sub(m.at) <= s.opts.ReadWindow {

@@ -26,7 +26,7 @@ type Item struct {
 func (it Item) Decode(ptr any) error { return Decode(it.Data, ptr) }
 
 // SubscribeOptions say what to read. The zero value reads every topic of
-// the workflow's latest run from its oldest item.
+// the workflow's latest run from its oldest item, by the read query.
 type SubscribeOptions struct {
 	// RunID is the run to start with (zero: the latest); the subscriber
 	// follows it through continue-as-new, and stops when the chain
@@ -36,29 +36,64 @@ type SubscribeOptions struct {
 	Topics []string
 	// From is the first offset wanted (zero: the oldest kept).
 	From int64
-	// Cooldown is the pause between polls when no more items are ready.
-	// Zero: 100 ms.
+	// UpdatePoll reads by the protocol's poll update, as every SDK's
+	// workflow streams client does, instead of the read query: each poll
+	// that returns adds two events (update accepted and completed) to the
+	// run's history. Zero: the read query, which adds none (a run without
+	// it, from an older worker, is read by the poll update all the same).
+	UpdatePoll bool
+	// MinWait and MaxWait pace the read query (the reader's long poll):
+	// after a read that brought items, or while the run hands its stream
+	// over, the next read is MinWait later; each read that brings nothing
+	// doubles the pause, up to MaxWait. Zero: 20 ms and 500 ms (an idle
+	// reader reads about twice a second).
+	MinWait, MaxWait time.Duration
+	// Cooldown is the pause between polls when no more items are ready
+	// (UpdatePoll, or a run without the read query). Zero: 100 ms.
 	Cooldown time.Duration
 }
 
-// Subscribe long-polls a workflow's stream and calls fn with each item, in
+// finalReadTimeout bounds each read of a closed run (a query a worker
+// answers by replaying the run, when a worker is there to).
+const finalReadTimeout = 10 * time.Second
+
+// Subscribe reads a workflow's stream and calls fn with each item, in
 // offset order, until the run (or its continue-as-new chain) closes (nil),
 // fn fails (that error), or ctx ends. A subscriber behind a truncation
-// resumes at the oldest item kept; one polling while the run hands over to
-// its continuation polls again on the next run.
+// resumes at the oldest item kept.
+//
+// It reads by the read query (ReadQuery), which adds nothing to the run's
+// history: a long poll on the reader's side, querying the run it reads
+// and, while nothing is new, waiting between reads (MinWait, MaxWait). It
+// follows the chain run by run: when the run it reads has closed (the
+// query, asked to reject a closed run, says so), it reads that run's
+// remaining items by a query a worker answers by replaying the closed run
+// (items the run did not hand over to its continuation are read there; if
+// no worker answers within finalReadTimeout they are not read), then goes
+// on with the run it continued as (its close event names it) or returns.
+// A run whose worker has no read query (an older build: the query fails
+// as unknown) is read by the poll update from then on, as UpdatePoll
+// reads.
 func Subscribe(ctx context.Context, c client.Client, workflowID string, opts SubscribeOptions, fn func(Item) error) error {
 	if opts.Cooldown <= 0 {
 		opts.Cooldown = 100 * time.Millisecond
 	}
-	topics := opts.Topics
-	if topics == nil {
-		topics = []string{}
+	if opts.MinWait <= 0 {
+		opts.MinWait = 20 * time.Millisecond
 	}
-	offset := opts.From
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = 500 * time.Millisecond
+	}
+	opts.MaxWait = max(opts.MaxWait, opts.MinWait)
+	if opts.Topics == nil {
+		opts.Topics = []string{}
+	}
 	// The chain is pinned by its first run, not by a run: a poll goes to
 	// the chain's current run (a poll that meets a continue-as-new lands
 	// on the next run, which goes on with the same offsets), and never to
-	// a later chain on the same workflow ID (a thread's next run).
+	// a later chain on the same workflow ID (a thread's next run). The
+	// read query goes to one run at a time, and to the next by the
+	// previous one's close event: the same chain.
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, opts.RunID)
 	if err != nil {
 		return fmt.Errorf("streams: subscribe to %s: %w", workflowID, err)
@@ -68,21 +103,184 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 	if first == "" {
 		first = run
 	}
-	pause := func() error {
-		select {
-		case <-ctx.Done():
+	r := &reader{c: c, workflowID: workflowID, opts: opts, fn: fn, offset: opts.From, run: run, first: first}
+	if opts.UpdatePoll {
+		return r.poll(ctx)
+	}
+	return r.query(ctx)
+}
+
+// reader is one subscription: where it is, and what it calls.
+type reader struct {
+	c          client.Client
+	workflowID string
+	opts       SubscribeOptions
+	fn         func(Item) error
+	offset     int64
+	run        string // the run read (by query) or last answered (by poll)
+	first      string // the chain's first run
+}
+
+func (r *reader) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *reader) deliver(items []WireItem) error {
+	for _, it := range items {
+		if err := r.fn(Item{Topic: it.Topic, Data: it.Data, Offset: it.Offset, RunID: r.run}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// read queries run r.run for the items from r.offset; closed is the
+// run's status when reject is set and the run has closed (no result).
+func (r *reader) read(ctx context.Context, reject enumspb.QueryRejectCondition) (res ReadResult, closed enumspb.WorkflowExecutionStatus, err error) {
+	resp, err := r.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{WorkflowID: r.workflowID, RunID: r.run,
+		QueryType: ReadQuery, Args: []any{PollInput{Topics: r.opts.Topics, FromOffset: r.offset}}, QueryRejectCondition: reject})
+	if err != nil {
+		return res, 0, err
+	}
+	if rej := resp.QueryRejected; rej != nil {
+		return res, rej.GetStatus(), nil
+	}
+	if resp.QueryResult == nil {
+		return res, 0, errors.New("streams: the read query answered nothing")
+	}
+	return res, 0, resp.QueryResult.Get(&res)
+}
+
+// query reads by the read query (Subscribe).
+func (r *reader) query(ctx context.Context) error {
+	wait := r.opts.MinWait
+	for {
+		res, closed, err := r.read(ctx, enumspb.QUERY_REJECT_CONDITION_NOT_OPEN)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The read query's handler answers every input: a query that
+			// fails is one the run has no handler for (a worker older
+			// than it, or a run with no stream, which the poll tells as
+			// it always has). The server says so by QueryFailed, whose
+			// message alone names the cause: the type is the test.
+			var failed *serviceerror.QueryFailed
+			var nf *serviceerror.NotFound
+			switch {
+			case errors.As(err, &failed):
+				return r.poll(ctx)
+			case errors.As(err, &nf): // the run is gone (retention)
+				return nil
+			case transient(err):
+				if err := r.pause(ctx, r.opts.MaxWait); err != nil {
+					return err
+				}
+				continue
+			}
+			return fmt.Errorf("streams: read %s: %w", r.workflowID, err)
+		}
+		if closed != enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
+			if err := r.finalRead(ctx); err != nil {
+				return err
+			}
+			if closed != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+				return nil
+			}
+			next, err := r.continuedAs(ctx)
+			if err != nil || next == "" {
+				return err
+			}
+			r.run, wait = next, r.opts.MinWait
+			continue
+		}
+		if err := r.deliver(res.Items); err != nil {
+			return err
+		}
+		r.offset = max(r.offset, res.NextOffset)
+		switch {
+		case res.MoreReady:
+			continue
+		case len(res.Items) > 0 || res.Draining:
+			wait = r.opts.MinWait
+		default:
+			wait = min(2*wait, r.opts.MaxWait)
+		}
+		if err := r.pause(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// finalRead reads what the closed run r.run holds from r.offset on (its
+// worker replays it to answer); a run no worker answers for within
+// finalReadTimeout, or that cannot answer, is left unread.
+func (r *reader) finalRead(ctx context.Context) error {
+	for {
+		qctx, cancel := context.WithTimeout(ctx, finalReadTimeout)
+		res, _, err := r.read(qctx, enumspb.QUERY_REJECT_CONDITION_NONE)
+		cancel()
+		if err != nil {
 			return ctx.Err()
-		case <-time.After(opts.Cooldown):
+		}
+		if err := r.deliver(res.Items); err != nil {
+			return err
+		}
+		r.offset = max(r.offset, res.NextOffset)
+		if !res.MoreReady {
 			return nil
 		}
 	}
+}
+
+// continuedAs is the run that r.run continued as ("" when its close event
+// names none).
+func (r *reader) continuedAs(ctx context.Context) (string, error) {
+	it := r.c.GetWorkflowHistory(ctx, r.workflowID, r.run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return "", fmt.Errorf("streams: close event of %s: %w", r.workflowID, err)
+		}
+		if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+			return a.GetNewExecutionRunId(), nil
+		}
+	}
+	return "", nil
+}
+
+// transient says a read may succeed if tried again: the run's workflow
+// task is failing, the server is busy or unreachable, or the call's own
+// deadline (not ctx's) passed, as it does while no worker answers.
+func transient(err error) bool {
+	var notReady *serviceerror.WorkflowNotReady
+	var busy *serviceerror.ResourceExhausted
+	var down *serviceerror.Unavailable
+	var late *serviceerror.DeadlineExceeded
+	var canceled *serviceerror.Canceled
+	return errors.As(err, &notReady) || errors.As(err, &busy) || errors.As(err, &down) || errors.As(err, &late) ||
+		errors.As(err, &canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// poll long-polls by the poll update (UpdatePoll; a run without the read
+// query).
+func (r *reader) poll(ctx context.Context) error {
+	pause := func() error { return r.pause(ctx, r.opts.Cooldown) }
+	workflowID, first := r.workflowID, r.first
 	for {
 		var res PollResult
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflowID, FirstExecutionRunID: first, UpdateName: PollUpdate,
-			Args: []any{PollInput{Topics: topics, FromOffset: offset}}, WaitForStage: client.WorkflowUpdateStageAccepted})
+		h, err := r.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflowID, FirstExecutionRunID: first, UpdateName: PollUpdate,
+			Args: []any{PollInput{Topics: r.opts.Topics, FromOffset: r.offset}}, WaitForStage: client.WorkflowUpdateStageAccepted})
 		if err == nil {
-			if r := h.RunID(); r != "" {
-				run = r
+			if run := h.RunID(); run != "" {
+				r.run = run
 			}
 			err = h.Get(ctx, &res)
 		}
@@ -96,7 +294,7 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 			var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
 			switch {
 			case errors.As(err, &appErr) && appErr.Type() == ErrTruncatedOffset:
-				offset = 0
+				r.offset = 0
 				continue
 			case errors.As(err, &appErr) && appErr.Type() == ErrStreamDraining:
 				if err := pause(); err != nil {
@@ -107,7 +305,7 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 				// The client's call gave up waiting (its own deadline,
 				// not ctx's): is the chain still open?
 				errors.As(err, &waited):
-				open, err := chainOpen(ctx, c, workflowID, first)
+				open, err := chainOpen(ctx, r.c, workflowID, first)
 				if err != nil || !open {
 					return err
 				}
@@ -118,12 +316,10 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 			}
 			return fmt.Errorf("streams: poll %s: %w", workflowID, err)
 		}
-		for _, it := range res.Items {
-			if err := fn(Item{Topic: it.Topic, Data: it.Data, Offset: it.Offset, RunID: run}); err != nil {
-				return err
-			}
+		if err := r.deliver(res.Items); err != nil {
+			return err
 		}
-		offset = res.NextOffset
+		r.offset = res.NextOffset
 		if !res.MoreReady {
 			if err := pause(); err != nil {
 				return err
