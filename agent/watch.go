@@ -31,9 +31,15 @@ type TextItem = activities.TextItem
 // Watch reads the run's live stream from offset from (0: the oldest item
 // kept) and calls fn with each event, in order, until the run's chain
 // closes (nil), fn returns an error (that error), or ctx ends. Reading
-// adds nothing to the run's history. The stream lives in the run: read it
-// while the run is open (the trace holds every call afterwards). Items a
-// newer tulip adds that this one cannot read are skipped.
+// adds nothing to the run's history: Watch reads by a query (the stream's
+// read query), asked every 20 ms while items come and up to every 500 ms
+// while none do, and queries are not recorded (a run of a worker older
+// than that query is read by the protocol's poll update: two history
+// events per poll that returns). The stream lives in the run: read it
+// while the run is open; once it has closed, what a reader had not read
+// is read by one more query, which a worker answers by replaying the run
+// (the trace holds every call either way). Items a newer tulip adds that
+// this one cannot read are skipped.
 func (r *Run) Watch(ctx context.Context, from int64, fn func(Event) error) error {
 	return streams.Subscribe(ctx, r.c, r.h.WorkflowID, streams.SubscribeOptions{RunID: r.h.RunID, From: from},
 		func(it streams.Item) error {

@@ -20,8 +20,11 @@ const (
 // answers what a poll would (PollInput, ReadResult) without waiting, and
 // without adding any event to the run's history (a poll that returns is
 // an update: two events). Subscribe reads by it; a run of a worker older
-// than it fails the query as unknown, and Subscribe polls instead.
-const ReadQuery = "tulip.stream.read"
+// than it fails the query as unknown, and Subscribe polls instead. (Its
+// name is not under "tulip.": those are tulip's documented queries, each
+// answer with a schema in docs/schemas; this one is the stream's, beside
+// the protocol's own handlers, and documented in docs/protocol.md.)
+const ReadQuery = "tulip_stream_read"
 
 // The ApplicationError types subscribers match.
 const (
