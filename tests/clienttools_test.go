@@ -77,7 +77,7 @@ var weatherSpec = activities.ToolSpec{Name: "get_weather", Description: "The wea
 
 var notifySpec = activities.ToolSpec{Name: "notify", Description: "Tell the user's phone."}
 
-func outcomes(trace []agentrun.TraceLine) []string {
+func callOutcomes(trace []agentrun.TraceLine) []string {
 	var out []string
 	for _, l := range trace {
 		out = append(out, l.CallID+":"+string(l.Outcome))
@@ -132,7 +132,7 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	assert.Equal(t, agentrun.ClientToolsHook, it.Hook)
 	assert.Equal(t, agentrun.ClientToolsReason, it.Reason)
 	assert.Equal(t, []activities.ToolCall{{ID: "c2", Name: "get_weather", Arguments: `{"city":"Paris"}`}}, it.Held, "as the model emitted it")
-	assert.Equal(t, []string{"c1:executed", "c2:held"}, outcomes(res.Trace), "the worker's call of the response ran")
+	assert.Equal(t, []string{"c1:executed", "c2:held"}, callOutcomes(res.Trace), "the worker's call of the response ran")
 	first := asked.list()[0]
 	var names []string
 	for _, s := range first.Tools {
@@ -182,7 +182,7 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Equal(t, "done", res.Answer)
 	assert.Equal(t, []string{"c1:executed", "c2:held", "c2:executed", "c3:cached", "c4:held", "c6:held", "c4:executed", "c6:executed"},
-		outcomes(res.Trace))
+		callOutcomes(res.Trace))
 	last := lastLines(res.Trace)
 	assert.JSONEq(t, `{"temp_c":21}`, string(last["c3"].Result), "served the client's result")
 	assert.JSONEq(t, `"sent"`, string(last["c4"].Result), "text that is not JSON is a JSON string")
@@ -213,7 +213,7 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	h2, res, err := runclient.Run(ctxT(t), c, ro)
 	require.NoError(t, err)
 	require.Equal(t, agentrun.StatusCompleted, res.Status)
-	assert.Equal(t, []string{"c5:cached"}, outcomes(res.Trace))
+	assert.Equal(t, []string{"c5:cached"}, callOutcomes(res.Trace))
 	assert.JSONEq(t, `{"temp_c":21}`, string(res.Trace[0].Result))
 	require.NotNil(t, res.Trace[0].ServedFrom)
 	assert.Equal(t, 1, *res.Trace[0].ServedFrom)
