@@ -359,3 +359,45 @@ func TestPublishLazyIsPublish(t *testing.T) {
 	}
 	assert.Equal(t, s1, s2)
 }
+
+// The read query answers what a poll would, at once, without changing the
+// log: lazy items encoded for the answer only, a truncated offset read
+// from the oldest kept (BaseOffset), an offset not reached answered empty
+// at that offset, batches signalled with ReadOnDemand read first, and,
+// after Drain and State (which carries nothing: no reader polled), the
+// whole log still readable.
+func TestReadQuery(t *testing.T) {
+	for _, demand := range []bool{false, true} {
+		t.Run(fmt.Sprint("ReadOnDemand=", demand), func(t *testing.T) {
+			h := newHarness(t)
+			read := func(in PollInput) ReadResult {
+				v, err := h.env.QueryWorkflow(ReadQuery, in)
+				require.NoError(t, err)
+				var res ReadResult
+				require.NoError(t, v.Get(&res))
+				return res
+			}
+			var early, signalled, late, future ReadResult
+			h.env.RegisterDelayedCallback(func() {
+				early = read(PollInput{Topics: []string{"b"}})
+				future = read(PollInput{FromOffset: 9})
+			}, time.Second)
+			h.signal(2*time.Second, PublishSignal, PublishInput{PublisherID: "p", Sequence: 1, Items: []PublishEntry{entry(t, "c", "z")}})
+			h.env.RegisterDelayedCallback(func() { signalled = read(PollInput{FromOffset: 0}) }, 3*time.Second)
+			h.env.RegisterDelayedCallback(func() {}, 5*time.Second)
+			st := h.run(harnessInput{Opts: Options{MaxItems: 2, ReadOnDemand: demand}, Lazy: true, Publish: []string{"a=x", "b=y", "a=w"}}, 4*time.Second)
+			late = read(PollInput{FromOffset: 1})
+			assert.Equal(t, []string{"1:b=y"}, values(t, early.Items), "topics; lazy items encoded")
+			assert.Equal(t, int64(1), early.BaseOffset, "MaxItems 2: offset 0 is gone")
+			assert.Equal(t, int64(3), early.NextOffset)
+			assert.Empty(t, future.Items)
+			assert.Equal(t, int64(9), future.NextOffset, "an offset not reached: nothing, at it")
+			assert.Equal(t, []string{"2:a=w", "3:c=z"}, values(t, signalled.Items), "the signalled batch is read")
+			assert.False(t, signalled.Draining)
+			assert.Empty(t, st.Log, "no reader polled: nothing carried")
+			assert.Equal(t, int64(4), st.BaseOffset)
+			assert.True(t, late.Draining)
+			assert.Equal(t, []string{"2:a=w", "3:c=z"}, values(t, late.Items), "the closed run's log is whole")
+		})
+	}
+}
