@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -149,4 +151,46 @@ func TestStreamIdleReaderAddsNoHistory(t *testing.T) {
 	rate := float64(qc.n.Load()) / took.Seconds()
 	t.Logf("idle reader: %d queries in %s (%.1f a second); history %d events before, %d after", qc.n.Load(), took.Round(time.Millisecond), rate, before, after)
 	assert.Less(t, rate, 10.0, fmt.Sprintf("an idle reader backs off (%.1f queries a second)", rate))
+}
+
+// oldStreamWorkflow is a run of a worker older than the read query: its
+// stream answers the poll update only (two items, then it closes once
+// they were polled).
+func oldStreamWorkflow(ctx wf.Context) error {
+	polled := false
+	if err := wf.SetUpdateHandler(ctx, streams.PollUpdate, func(ctx wf.Context, in streams.PollInput) (streams.PollResult, error) {
+		res := streams.PollResult{Items: []streams.WireItem{}, NextOffset: 2}
+		for off := in.FromOffset; off < 2; off++ {
+			data, _ := streams.Encode(fmt.Sprint("item ", off))
+			res.Items = append(res.Items, streams.WireItem{Topic: "t", Data: data, Offset: off})
+		}
+		polled = polled || in.FromOffset >= 2 || len(res.Items) > 0
+		return res, nil
+	}); err != nil {
+		return err
+	}
+	return wf.Await(ctx, func() bool { return polled })
+}
+
+// A run without the read query (an older worker's) is read by the poll
+// update: Subscribe's query fails as unknown (QueryFailed) and it polls.
+func TestStreamReadFallsBackToPoll(t *testing.T) {
+	c := dial(t, server.Address())
+	tq := taskQueue(t.Name())
+	w := sdkworker.New(c, tq, sdkworker.Options{})
+	w.RegisterWorkflow(oldStreamWorkflow)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	run, err := c.ExecuteWorkflow(ctxT(t), client.StartWorkflowOptions{TaskQueue: tq}, oldStreamWorkflow)
+	require.NoError(t, err)
+	var got []string
+	require.NoError(t, streams.Subscribe(ctxT(t), c, run.GetID(), streams.SubscribeOptions{RunID: run.GetRunID()}, func(it streams.Item) error {
+		var v string
+		require.NoError(t, it.Decode(&v))
+		got = append(got, v)
+		return nil
+	}))
+	assert.Equal(t, []string{"item 0", "item 1"}, got)
+	a, cpl := updateEvents(t, c, run.GetID())
+	assert.Positive(t, a+cpl, "read by the poll update")
 }

@@ -71,6 +71,8 @@ const finalReadTimeout = 10 * time.Second
 // (items the run did not hand over to its continuation are read there; if
 // no worker answers within finalReadTimeout they are not read), then goes
 // on with the run it continued as (its close event names it) or returns.
+// A chain that has closed before Subscribe is called is not read (nil at
+// once, as a poll, which a closed run does not take, reads it).
 // A run whose worker has no read query (an older build: the query fails
 // as unknown) is read by the poll update from then on, as UpdatePoll
 // reads.
@@ -106,6 +108,14 @@ func Subscribe(ctx context.Context, c client.Client, workflowID string, opts Sub
 	r := &reader{c: c, workflowID: workflowID, opts: opts, fn: fn, offset: opts.From, run: run, first: first}
 	if opts.UpdatePoll {
 		return r.poll(ctx)
+	}
+	// A chain closed already is not read (as a poll cannot read it): the
+	// closed runs a reader reads are those that close while it reads, and
+	// those a chain still open continued from.
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if open, err := chainOpen(ctx, c, workflowID, first); err != nil || !open {
+			return err
+		}
 	}
 	return r.query(ctx)
 }
