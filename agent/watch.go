@@ -38,7 +38,8 @@ type TextItem = activities.TextItem
 // events per poll that returns). The stream lives in the run: read it
 // while the run is open; once it has closed, what a reader had not read
 // is read by one more query, which a worker answers by replaying the run
-// (the trace holds every call either way). Items a newer tulip adds that
+// (a chain closed before Watch is called is not read: Watch returns nil;
+// the trace holds every call either way). Items a newer tulip adds that
 // this one cannot read are skipped.
 func (r *Run) Watch(ctx context.Context, from int64, fn func(Event) error) error {
 	return streams.Subscribe(ctx, r.c, r.h.WorkflowID, streams.SubscribeOptions{RunID: r.h.RunID, From: from},
