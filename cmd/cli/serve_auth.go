@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Who may call 'tulip serve', and whose threads they reach (docs/serve.md,
+// "Security"): a bearer token names a tenant, and every thread belongs to
+// the tenant that made it. Without tokens there is one tenant, and only
+// loopback clients that are not a browser page of another origin get in.
+
+// defaultTenant owns the threads of a server without tokens, and of a
+// token file line with no tenant name.
+const defaultTenant = "default"
+
+var tenantRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// readAPIKeys reads --api-key-file: one token a line ("TOKEN", of the
+// default tenant, or "TENANT TOKEN"); blank lines and lines starting with
+// # are skipped.
+func readAPIKeys(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--api-key-file: %v", err)
+	}
+	defer f.Close()
+	keys := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		tenant, token := defaultTenant, fields[0]
+		switch len(fields) {
+		case 1:
+		case 2:
+			tenant, token = fields[0], fields[1]
+		default:
+			return nil, usageError{fmt.Sprintf("--api-key-file line %d: TOKEN or TENANT TOKEN", n)}
+		}
+		if !tenantRE.MatchString(tenant) {
+			return nil, usageError{fmt.Sprintf("--api-key-file line %d: a tenant name is 1-64 of A-Z a-z 0-9 . _ -", n)}
+		}
+		if len(token) < 8 {
+			return nil, usageError{fmt.Sprintf("--api-key-file line %d: a token has at least 8 characters", n)}
+		}
+		if _, dup := keys[token]; dup {
+			return nil, usageError{fmt.Sprintf("--api-key-file line %d: a token given twice", n)}
+		}
+		keys[token] = tenant
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--api-key-file: %v", err)
+	}
+	if len(keys) == 0 {
+		return nil, usageError{"--api-key-file holds no token"}
+	}
+	return keys, nil
+}
+
+type tenantKey struct{}
+
+func withTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// tenantOf is the tenant a request authenticated as.
+func tenantOf(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
+
+// authenticate finds the request's tenant from its bearer token (every
+// token compared in constant time), or answers 401.
+func (a *apiServer) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if a.keys == nil {
+		return defaultTenant, true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got = strings.TrimSpace(got)
+	tenant := ""
+	for token, t := range a.keys {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
+			tenant = t
+		}
+	}
+	if !ok || tenant == "" {
+		apiError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "", "missing or wrong bearer token (Authorization: Bearer TOKEN)")
+		return "", false
+	}
+	return tenant, true
+}
+
+// admit refuses what a browser page of another origin could send: a
+// foreign Origin (unless --allow-origin lists it), a Host that is not this
+// server (DNS rebinding) when no token is needed, and a POST whose body is
+// not JSON (a "simple" cross-origin request needs no preflight). It
+// answers an allowed origin's CORS headers.
+func (a *apiServer) admit(w http.ResponseWriter, r *http.Request) bool {
+	if origin := r.Header.Get("Origin"); origin != "" {
+		if !slices.Contains(a.origins, strings.TrimRight(origin, "/")) && !a.sameOrigin(origin) {
+			apiError(w, http.StatusForbidden, "invalid_request_error", "origin_not_allowed", "",
+				fmt.Sprintf("requests from the origin %s are not allowed (tulip serve --allow-origin lists the origins that are)", origin))
+			return false
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", ThreadHeader+", Retry-After")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, "+ThreadHeader+", "+r.Header.Get("Access-Control-Request-Headers"))
+			h.Set("Access-Control-Max-Age", "600")
+		}
+	}
+	if a.keys == nil && !a.hostAllowed(r.Host) {
+		apiError(w, http.StatusForbidden, "invalid_request_error", "host_not_allowed", "",
+			fmt.Sprintf("the Host %q is not this server's address (%s)", r.Host, a.addr))
+		return false
+	}
+	if r.Method == http.MethodPost {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			apiError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_media_type", "",
+				"the body must be JSON (Content-Type: application/json)")
+			return false
+		}
+	}
+	return true
+}
+
+// sameOrigin: origin is this server's own (a page it served, were it to).
+func (a *apiServer) sameOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Scheme == "http" && a.hostAllowed(u.Host)
+}
+
+// hostAllowed: host (a Host header) names this server: its listen address,
+// or a loopback name with its port. A server listening on every interface
+// (--insecure) takes any host.
+func (a *apiServer) hostAllowed(host string) bool {
+	lhost, lport, err := net.SplitHostPort(a.addr)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(lhost); ip != nil && ip.IsUnspecified() {
+		return true
+	}
+	h, p, err := net.SplitHostPort(host)
+	if err != nil {
+		h, p = host, "80"
+	}
+	if p != lport {
+		return false
+	}
+	h = strings.Trim(h, "[]")
+	if h == lhost || strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback() && net.ParseIP(lhost) != nil && net.ParseIP(lhost).IsLoopback()
+}
+
+// loopback: addr is a loopback address.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Path == "" && u.RawQuery == ""
+}
