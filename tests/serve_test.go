@@ -427,8 +427,8 @@ func TestServeOpenAIGo(t *testing.T) {
 		assert.Equal(t, responses.ResponseStatusCompleted, got.Status)
 		assert.Equal(t, "Slowly but surely, the run ends.", got.OutputText())
 
-		// Once closed, its stream read again from the start gives it all
-		// again (the stream is read by query, which a closed run answers).
+		// Once closed, its stream read again from the start gives its
+		// output items: the whole answer.
 		again := oc.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{})
 		var last responses.ResponseStreamEventUnion
 		var whole strings.Builder

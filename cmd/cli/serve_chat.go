@@ -169,13 +169,8 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeJSONBounded(w, a.limits.write, http.StatusOK, a.chatObject(cid, m, res))
 		return
 	}
-	if len(tools) > 0 && len(a.toolNames) == 0 {
-		// Workers elsewhere: a clash with their tools fails the run at its
-		// first task; answer that as the 400 it is, before the stream.
-		if res, err := a.firstTask(ctx, run); res != nil && res.Status == agent.Failed {
-			runError(w, err, "tools")
-			return
-		}
+	if a.failedAtStart(w, ctx, run, tools) {
+		return
 	}
 	a.streamChat(w, r, run, m, cid, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 }
@@ -241,15 +236,7 @@ func (a *apiServer) streamChat(w http.ResponseWriter, r *http.Request, run *agen
 			}
 		})
 	}()
-	type awaited struct {
-		res *agent.Result
-		err error
-	}
-	awaitDone := make(chan awaited, 1)
-	go func() {
-		res, err := run.Await(ctx)
-		awaitDone <- awaited{res, err}
-	}()
+	awaitDone := awaitRun(ctx, run)
 	var res *agent.Result
 	var runErr error
 	var deadline <-chan time.Time

@@ -424,13 +424,8 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 	for _, t := range tools {
 		meta.clientTools = append(meta.clientTools, t.Name)
 	}
-	if req.Stream && len(tools) > 0 && len(a.toolNames) == 0 {
-		// Workers elsewhere: a clash with their tools fails the run at its
-		// first task; answer that as the 400 it is, before the stream.
-		if res, err := a.firstTask(ctx, run); res != nil && res.Status == agent.Failed {
-			runError(w, err, "tools")
-			return
-		}
+	if req.Stream && a.failedAtStart(w, ctx, run, tools) {
+		return
 	}
 	if req.Stream {
 		a.streamResponse(w, r, run, meta, -1)
@@ -619,6 +614,20 @@ func isClientCall(res *agent.Result, l agent.TraceLine) bool {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// failedAtStart: a run with client tools whose workers are elsewhere
+// failed at its first task (a clash with their tools), answered as the 400
+// it is, before a stream begins.
+func (a *apiServer) failedAtStart(w http.ResponseWriter, ctx context.Context, run *agent.Run, tools []activities.ToolSpec) bool {
+	if len(tools) == 0 || len(a.toolNames) > 0 {
+		return false
+	}
+	if res, err := a.firstTask(ctx, run); res != nil && res.Status == agent.Failed {
+		runError(w, err, "tools")
+		return true
+	}
+	return false
+}
 
 // firstTask waits (at most 5 s) until the run's first workflow task has
 // completed, and returns the run's result when it ended there.

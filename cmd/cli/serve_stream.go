@@ -234,15 +234,7 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 			}
 		})
 	}()
-	type awaited struct {
-		res *agent.Result
-		err error
-	}
-	awaitDone := make(chan awaited, 1)
-	go func() {
-		res, err := run.Await(ctx)
-		awaitDone <- awaited{res, err}
-	}()
+	awaitDone := awaitRun(ctx, run)
 
 	var (
 		res      *agent.Result
@@ -364,4 +356,20 @@ loop:
 	for _, ev := range evs {
 		out.send(ev)
 	}
+}
+
+// awaited is a run's Await, done.
+type awaited struct {
+	res *agent.Result
+	err error
+}
+
+// awaitRun awaits the run in the background.
+func awaitRun(ctx context.Context, run *agent.Run) <-chan awaited {
+	done := make(chan awaited, 1)
+	go func() {
+		res, err := run.Await(ctx)
+		done <- awaited{res, err}
+	}()
+	return done
 }
