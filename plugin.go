@@ -1,6 +1,8 @@
 package tulip
 
 import (
+	"fmt"
+	"reflect"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -79,7 +81,61 @@ type ModelEvent = agentrun.ModelCall
 // through the execution log, and refuses options that cannot work (a tool
 // name twice, a hook without a name) here rather than at a run.
 func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
+	if err := opts.checkNil(); err != nil {
+		return nil, err
+	}
 	return workerplugin.NewPlugin(opts.internal())
+}
+
+// nilOptionError is an interface option holding a typed nil (a nil
+// pointer in an Observer, say): refused once, when the plugin is made,
+// rather than panicking in workflow code on every call.
+type nilOptionError struct{ option string }
+
+func (e *nilOptionError) Error() string {
+	return "tulip: Options." + e.option + " holds a typed nil (a nil pointer in an interface): leave it unset instead"
+}
+
+// Kind is tulip.BadInput.
+func (e *nilOptionError) Kind() ErrorKind { return BadInput }
+
+// checkNil refuses a typed nil in any interface option.
+func (o Options) checkNil() error {
+	if typedNil(o.Observer) {
+		return &nilOptionError{"Observer"}
+	}
+	if typedNil(o.ThreadStore) {
+		return &nilOptionError{"ThreadStore"}
+	}
+	for i, t := range o.Tools {
+		if t == nil || typedNil(t) {
+			return &nilOptionError{fmt.Sprintf("Tools[%d]", i)}
+		}
+	}
+	for name, h := range o.Hooks {
+		if typedNil(h) {
+			return &nilOptionError{fmt.Sprintf("Hooks[%q]", name)}
+		}
+	}
+	for name, m := range o.Models {
+		if typedNil(m) {
+			return &nilOptionError{fmt.Sprintf("Models[%q]", name)}
+		}
+	}
+	return nil
+}
+
+// typedNil: v is a non-nil interface whose value is a nil pointer, map,
+// slice, func or channel.
+func typedNil(v any) bool {
+	if v == nil {
+		return false
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // ReplayOptions configure ReplayHistories: your workers' codec keys and
