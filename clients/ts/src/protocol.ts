@@ -349,6 +349,23 @@ export interface ResumeInput {
    * Run the held calls (unmatched, unrecorded).
    */
   perform_dangling?: boolean;
+  /**
+   * Answers an interrupt of hook client_tools: one result for each held call (no answer, no perform_dangling). Each is recorded as its call's outcome and is the tool message the model reads. Any other interrupt takes none.
+   */
+  results?: {
+    /**
+     * A held call's id.
+     */
+    call_id: string;
+    /**
+     * What the tool returned: JSON text is the result as that JSON value, any other text a JSON string.
+     */
+    output: string;
+    /**
+     * The output is the call's error message (recorded with type tulip.ClientToolError).
+     */
+    is_error?: boolean;
+  }[];
 }
 
 export interface ResumeResult {
@@ -439,6 +456,39 @@ export interface RunInput {
     content?: boolean;
   };
   /**
+   * Given to the model with every request of the run (ModelRequest.Instructions: after the model's own system prompt).
+   */
+  instructions?: string;
+  /**
+   * The run's sampling parameters, each sent to the model when set, in place of the model's own.
+   */
+  params?: {
+    temperature?: number;
+    top_p?: number;
+    /**
+     * Bounds the answer (max_tokens on the wire).
+     */
+    max_output_tokens?: number;
+  };
+  /**
+   * Tools the caller runs, not the worker: offered to the model after the worker's. A call the log does not serve is held (an interrupt of hook client_tools) until a resume brings its result (resume-input.json, results). A name a worker tool has fails the run at its start with tulip.BadInput.
+   */
+  client_tools?: {
+    name: string;
+    description?: string;
+    /**
+     * JSON Schema of the arguments object.
+     */
+    parameters?: {
+      [k: string]: unknown;
+    };
+    /**
+     * An identical later call is served from the log (the client's recorded result), with no interrupt.
+     */
+    idempotent?: boolean;
+    [k: string]: unknown;
+  }[];
+  /**
    * Set by continue-as-new only (workflow.Carry); clients never set it.
    */
   continued?: {
@@ -476,6 +526,22 @@ export interface RunResult {
    */
   continued_as_new?: number;
   state?: Checkpoint;
+  /**
+   * The token counts of every model response the run took, summed (resumes and continue-as-new included); absent when the model reported none.
+   */
+  usage?: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    /**
+     * Prompt tokens read from the provider's prompt cache, when it reports them.
+     */
+    cached_tokens?: number;
+    [k: string]: unknown;
+  };
+  /**
+   * The names of the run's client tools (run-input.json, client_tools).
+   */
+  client_tools?: string[];
   /**
    * The run's calls by final outcome.
    */
