@@ -9,9 +9,12 @@ import "github.com/tulip-temporal/tulip/internal/activities"
 // no longer holds (docs/threads.md). Both methods run in activities.
 //
 // Save must keep the newer of two states (the run that started later,
-// ThreadRef.Started): an attempt that outlived its timeout may save late.
-// DirStore is the file implementation; a deployment implements ThreadStore
-// over a database or object store that outlives its workers.
+// ThreadRef.Started), across every process that shares the store: an
+// attempt that outlived its timeout may save late. An entry that cannot be
+// read is a *StoreEntryError from Load, and Save moves it aside and writes.
+// DirStore is the file implementation (one machine); module
+// github.com/tulip-temporal/tulip/s3store keeps threads in an object
+// store for many; package storetest is the suite every store must pass.
 type ThreadStore = activities.Checkpointer
 
 // DirStore is a ThreadStore over a directory: one file per thread, JSON,
@@ -24,3 +27,9 @@ type ThreadRef = activities.ThreadRef
 // ThreadState is a thread's state between runs: its conversation and each
 // agent's execution log.
 type ThreadState = activities.Checkpoint
+
+// StoreEntryError is a thread store entry that cannot be read (corrupt,
+// or encrypted with a key the store lacks): never retried. A run that
+// needs it fails at once with kind ThreadLost naming it; a run whose
+// history holds the state saves over it, moving it aside.
+type StoreEntryError = activities.EntryError

@@ -207,6 +207,12 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 	}
 	if t.Store != nil {
 		head, err := t.Store.Load(ctx, ref)
+		var bad *EntryError
+		if errors.As(err, &bad) {
+			// History does not hold the state and the store's entry
+			// cannot be read: fail now (a retry reads the same bytes).
+			return nil, unreadable(ref.ThreadID, bad)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("thread %s: thread store: %w", ref.ThreadID, err)
 		}
@@ -606,7 +612,14 @@ func (c Checkpoints) SaveThread(ctx context.Context, ref ThreadRef, cp *Checkpoi
 		}
 		cp = full
 	}
-	return c.Checkpointer.Save(ctx, ref, cp)
+	err := c.Checkpointer.Save(ctx, ref, cp)
+	var bad *EntryError
+	if errors.As(err, &bad) {
+		// A store that does not move a bad entry aside: a retry meets
+		// the same bytes.
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrCheckpoint, err)
+	}
+	return err
 }
 
 // byReference reports whether cp holds anything by reference: messages in

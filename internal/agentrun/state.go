@@ -2,9 +2,11 @@ package agentrun
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -211,7 +213,16 @@ func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
 	// compared on replay.)
 	info := wf.GetInfo(ctx)
 	ref := activities.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID, Started: info.WorkflowStartTime}
-	return wf.ExecuteActivity(actx, activities.SaveThreadActivity, ref, full).Get(ctx, nil)
+	err = wf.ExecuteActivity(actx, activities.SaveThreadActivity, ref, full).Get(ctx, nil)
+	if err == nil || wf.GetVersion(ctx, "tulip-save-failure-completes", wf.DefaultVersion, 1) == wf.DefaultVersion {
+		return err
+	}
+	// The answer is computed and history holds the state: a store that
+	// would not take it (after the save's retries) does not drop the
+	// answer. The thread's next run reads this run's history, and saves.
+	res.StoreError = causeLine(err)
+	wf.GetLogger(ctx).Warn("tulip: the thread store did not take the run's state; the run completes, history holds it", "thread", ref.ThreadID, "error", res.StoreError)
+	return nil
 }
 
 // threadState answers QueryThread. A run that has not loaded its thread's
@@ -257,4 +268,15 @@ func (r *run) shouldContinueAsNew(ctx wf.Context) bool {
 		bytes = DefaultContinueAfterBytes
 	}
 	return info.GetContinueAsNewSuggested() || r.runTurns >= turns || info.GetCurrentHistorySize() >= bytes
+}
+
+// causeLine is an activity failure's cause, one line: its application
+// error's message, or the first line of the error.
+func causeLine(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }

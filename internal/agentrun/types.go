@@ -308,6 +308,11 @@ type RunResult struct {
 	// ClientTools names the run's client tools (RunInput.ClientTools), in
 	// order: a trace line of one of them is a call the caller ran.
 	ClientTools []string `json:"client_tools,omitempty"`
+	// StoreError: the run's save to the worker's thread store failed
+	// (after its retries), so the run completed with its answer and
+	// history alone holds its state: the thread's next run reads it from
+	// there, and saves again.
+	StoreError string `json:"store_error,omitempty"`
 }
 
 // StateView is what QueryState returns: the run so far.

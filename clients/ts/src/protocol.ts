@@ -543,6 +543,10 @@ export interface RunResult {
    */
   client_tools?: string[];
   /**
+   * The run's save to the worker's thread store failed after its retries: the run completed with its answer, and history alone holds its state (the thread's next run reads it there, and saves). Absent when the save succeeded or the worker has no store.
+   */
+  store_error?: string;
+  /**
    * The run's calls by final outcome.
    */
   summary?: {

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package activities
+
+// lockDir: without flock, saves are ordered within this process only (one
+// process per directory).
+func lockDir(string) (func(), error) { return func() {}, nil }
