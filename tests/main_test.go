@@ -31,6 +31,14 @@ func TestMain(m *testing.M) {
 	// Every workflow task replays the whole history: the dedup log must be
 	// rebuilt from history on every step, not kept in a worker's cache.
 	sdkworker.SetStickyWorkflowCacheSize(0)
+	// The CLI's workers on a named server keep threads in the user's
+	// state directory: the tests' own, removed at the end.
+	state, err := os.MkdirTemp("", "tulip-tests-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
 	srv, err := devserver.Start(devserver.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "embedded server:", err)
@@ -39,6 +47,7 @@ func TestMain(m *testing.M) {
 	server = srv
 	code := m.Run()
 	srv.Stop()
+	_ = os.RemoveAll(state)
 	if soakBinDir != "" {
 		_ = os.RemoveAll(soakBinDir)
 	}

@@ -231,6 +231,8 @@ func parse(fs *flagSet, args []string) error {
 type conn struct {
 	address, namespace string
 	codecKeyFile       string
+	threadStore        string // --thread-store
+	blobStore          string // --blob-store
 }
 
 func (e *env) connFlags(fs *flagSet) *conn {
@@ -238,6 +240,7 @@ func (e *env) connFlags(fs *flagSet) *conn {
 	fs.StringVar(&c.address, "address", "", "Temporal frontend host:port (default $TEMPORAL_ADDRESS, else an embedded server where the command allows)")
 	fs.StringVar(&c.namespace, "namespace", "", "Temporal namespace (default $TEMPORAL_NAMESPACE, else \"default\")")
 	e.codecFlag(fs, &c.codecKeyFile)
+	e.storeFlags(fs, c)
 	return c
 }
 
@@ -288,9 +291,12 @@ type session struct {
 	client  client.Client
 	server  *devserver.Server
 	blobs   blobstore.Store
-	threads string                // the thread store's directory ("": none)
+	threads string                // the thread store's URL or directory ("": none)
+	ns      string                // the namespace
+	local   bool                  // the server is this process's own
 	metrics client.MetricsHandler // nil: none
 	keys    *codec.Keyring        // nil: payloads are not encrypted
+	env     *env
 }
 
 func (s *session) Close() {
@@ -320,7 +326,12 @@ func (e *env) connect(c *conn, embedded bool, dbFile string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{keys: keys}
+	s := &session{keys: keys, threads: c.threadStore}
+	if c.blobStore != "" {
+		if s.blobs, err = e.openBlobStore(c.blobStore); err != nil {
+			return nil, err
+		}
+	}
 	local := false
 	if addr == "" {
 		if !embedded {
@@ -340,12 +351,19 @@ func (e *env) connect(c *conn, embedded bool, dbFile string) (*session, error) {
 }
 
 // dial connects s to addr. Large payloads go to a blob store: the one
-// TULIP_BLOB_DIR names; else, for a local server, a directory beside its
-// database file (dbFile + ".blobs"), or memory when it keeps none.
+// --blob-store, TULIP_BLOB_STORE or TULIP_BLOB_DIR names; else, for a
+// local server, a directory beside its database file (dbFile + ".blobs"),
+// or memory when it keeps none.
 func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*session, error) {
-	switch dir := e.getenv("TULIP_BLOB_DIR"); {
-	case dir != "":
-		d, err := blobstore.NewDir(dir)
+	s.ns, s.local = ns, local
+	blobDir := e.getenv("TULIP_BLOB_DIR")
+	if u := e.getenv("TULIP_BLOB_STORE"); u != "" {
+		blobDir = u
+	}
+	switch {
+	case s.blobs != nil:
+	case blobDir != "":
+		d, err := e.openBlobStore(blobDir)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -361,12 +379,19 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 	case local:
 		s.blobs = &blobstore.Memory{}
 	}
-	// Threads outlive their runs' retention in a thread store: the
-	// directory TULIP_THREAD_DIR names, else one beside a local server's
-	// database file (dbFile + ".threads").
-	switch dir := e.getenv("TULIP_THREAD_DIR"); {
-	case dir != "":
-		s.threads = dir
+	// Threads outlive their runs' retention in a thread store: the one
+	// --thread-store, TULIP_THREAD_STORE or TULIP_THREAD_DIR names, else
+	// one beside a local server's database file (dbFile + ".threads");
+	// a worker on a named server keeps one in the user's state directory
+	// (startWorker).
+	threadDir := e.getenv("TULIP_THREAD_DIR")
+	if u := e.getenv("TULIP_THREAD_STORE"); u != "" {
+		threadDir = u
+	}
+	switch {
+	case s.threads != "":
+	case threadDir != "":
+		s.threads = threadDir
 	case local && dbFile != "":
 		s.threads = dbFile + ".threads"
 	}
@@ -388,6 +413,7 @@ func (e *env) dial(s *session, addr, ns string, local bool, dbFile string) (*ses
 		return nil, fmt.Errorf("cannot reach Temporal at %s: %v", addr, err)
 	}
 	s.client = cl
+	s.env = e
 	return s, nil
 }
 
@@ -444,12 +470,25 @@ func (s *session) startWorker(taskQueue string, opts workerplugin.Options) (func
 	if s.blobs != nil {
 		opts.PayloadLimit = -1 // large payloads go to the blob store
 	}
+	if s.threads == "" && !s.local {
+		// A named server's namespace deletes runs on its retention: a
+		// worker of the CLI never serves threads without a store.
+		dir, err := s.env.defaultThreadDir(s.ns)
+		if err != nil {
+			return nil, err
+		}
+		s.threads = dir
+	}
 	if s.threads != "" && opts.Checkpointer == nil {
-		store := activities.DirStore{Dir: s.threads}
-		if s.keys != nil {
-			store.Codec = s.keys // the files hold ciphertext, as the server does
+		// The entries hold ciphertext when payloads are encrypted.
+		store, err := s.env.openThreadStore(s.threads, s.keys)
+		if err != nil {
+			return nil, err
 		}
 		opts.Checkpointer = activities.TemporalCheckpointer{Store: store}
+	}
+	for _, w := range storeWarnings(s.env.ctx, s.client, s.ns, s.threads, s.keys != nil, s.local) {
+		fmt.Fprintln(s.env.stderr, "tulip: "+w)
 	}
 	plugin, err := workerplugin.NewPlugin(opts)
 	if err != nil {

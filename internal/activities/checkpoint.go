@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -584,6 +585,9 @@ func (c Checkpoints) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) er
 func (c Checkpoints) LoadThread(ctx context.Context, ref ThreadRef) (LoadedThread, error) {
 	ctx, stop, note := heartbeatWith(ctx)
 	defer stop()
+	if c.Store == nil && !c.Custom {
+		warnNoStore(ctx)
+	}
 	cp, err := c.Checkpointer.Load(context.WithValue(ctx, noteKey{}, note), ref)
 	if err != nil {
 		return LoadedThread{}, err
@@ -734,4 +738,28 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 		out.Agents[name] = b
 	}
 	return out, nil
+}
+
+// warned holds the namespaces whose missing thread store this process
+// has warned of.
+var warned sync.Map
+
+// warnNoStore says once per process and namespace, at the first thread
+// load, that the worker keeps no thread store while the namespace deletes
+// closed runs: a thread whose runs are all gone then looks new.
+func warnNoStore(ctx context.Context) {
+	ns := activity.GetInfo(ctx).WorkflowNamespace
+	if _, done := warned.LoadOrStore(ns, true); done {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := activity.GetClient(ctx).WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+	if err != nil {
+		return
+	}
+	if ttl := d.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(); ttl > 0 {
+		activity.GetLogger(ctx).Warn("tulip: no thread store: namespace "+ns+" deletes closed runs after "+ttl.String()+
+			", and a thread whose runs are all gone would start empty (tulip.Options.ThreadStore; docs/threads.md)", "namespace", ns, "retention", ttl.String())
+	}
 }
