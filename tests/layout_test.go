@@ -29,6 +29,7 @@ func TestLibraryDependencies(t *testing.T) {
 	assert.NotContains(t, lib, "go.temporal.io/server")
 	assert.NotContains(t, lib, "go.opentelemetry.io/otel/sdk", "OpenTelemetry lives in the otel module")
 	assert.NotContains(t, lib, "github.com/prometheus/", "Prometheus lives in the CLI's module")
+	assert.NotContains(t, lib, "github.com/aws/", "the S3 stores live in the s3store module")
 	for _, d := range strings.Split(deps("./internal/dedup"), "\n") {
 		assert.False(t, strings.HasPrefix(d, "go.temporal.io/"), "dedup depends on %s", d)
 	}

@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 	server = srv
 	code := m.Run()
 	srv.Stop()
+	stopSharedS3()
 	_ = os.RemoveAll(state)
 	if soakBinDir != "" {
 		_ = os.RemoveAll(soakBinDir)

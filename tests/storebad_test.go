@@ -1,26 +1,36 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/tulip-temporal/tulip/cmd/soak/s3server"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/s3store"
 )
 
 // storeUnder is a thread store and a way under it, to break its entries
 // as a torn write, a lost key or an operator would.
 type storeUnder struct {
 	store activities.Checkpointer
+	// withCodec is a store over the same entries with codec c.
+	withCodec func(c converter.PayloadCodec) activities.Checkpointer
 	// read returns the thread's entry as stored.
 	read func(t *testing.T, thread string) []byte
 	// write replaces the thread's entry with b.
@@ -42,6 +52,9 @@ var threadStores = []struct {
 		d := activities.DirStore{Dir: filepath.Join(t.TempDir(), "threads"), Codec: c}
 		return storeUnder{
 			store: d,
+			withCodec: func(c converter.PayloadCodec) activities.Checkpointer {
+				return activities.DirStore{Dir: d.Dir, Codec: c}
+			},
 			read: func(t *testing.T, thread string) []byte {
 				b, err := os.ReadFile(d.Path(thread))
 				require.NoError(t, err)
@@ -61,6 +74,76 @@ var threadStores = []struct {
 			},
 		}
 	}},
+	{"s3", func(t *testing.T, c converter.PayloadCodec) storeUnder {
+		srv := sharedS3(t)
+		b, err := s3store.Open(ctxT(t), s3store.Options{Bucket: srv.Bucket, Prefix: "t-" + taskQueue("p") + "/", Client: srv.Client()})
+		require.NoError(t, err)
+		st := b.Threads(c)
+		cl := srv.Client()
+		return storeUnder{
+			store:     st,
+			withCodec: func(c converter.PayloadCodec) activities.Checkpointer { return b.Threads(c) },
+			read: func(t *testing.T, thread string) []byte {
+				out, err := cl.GetObject(ctxT(t), &s3.GetObjectInput{Bucket: &srv.Bucket, Key: aws.String(st.Key(thread))})
+				require.NoError(t, err)
+				defer out.Body.Close()
+				body, err := io.ReadAll(out.Body)
+				require.NoError(t, err)
+				return body
+			},
+			write: func(t *testing.T, thread string, body []byte) {
+				_, err := cl.PutObject(ctxT(t), &s3.PutObjectInput{Bucket: &srv.Bucket, Key: aws.String(st.Key(thread)), Body: bytes.NewReader(body)})
+				require.NoError(t, err)
+			},
+			aside: func(t *testing.T, thread string) int {
+				out, err := cl.ListObjectsV2(ctxT(t), &s3.ListObjectsV2Input{Bucket: &srv.Bucket, Prefix: aws.String(st.AsidePrefix(thread))})
+				require.NoError(t, err)
+				return len(out.Contents)
+			},
+		}
+	}},
+}
+
+// s3Shared is the tests' S3 server (SeaweedFS), started by the first test
+// that needs it and ended by TestMain; each test keeps its entries under
+// a prefix of its own.
+var s3Shared struct {
+	once sync.Once
+	srv  *s3server.Server
+	err  error
+	dir  string
+}
+
+// sharedS3 is the tests' S3 server; without weed it skips t (fails it
+// when CI=true).
+func sharedS3(t *testing.T) *s3server.Server {
+	t.Helper()
+	s3Shared.once.Do(func() {
+		if _, s3Shared.err = s3server.Binary(); s3Shared.err != nil {
+			return
+		}
+		if s3Shared.dir, s3Shared.err = os.MkdirTemp("", "tulip-tests-s3-"); s3Shared.err != nil {
+			return
+		}
+		s3Shared.srv, s3Shared.err = s3server.Start(s3Shared.dir)
+	})
+	if s3Shared.err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv(s3server.EnvBinary) != "" {
+			t.Fatalf("%v (the S3 tests may not be skipped)", s3Shared.err)
+		}
+		t.Skip(s3Shared.err)
+	}
+	return s3Shared.srv
+}
+
+// stopSharedS3 ends the tests' S3 server, if one started.
+func stopSharedS3() {
+	if s3Shared.srv != nil {
+		s3Shared.srv.Close()
+	}
+	if s3Shared.dir != "" {
+		_ = os.RemoveAll(s3Shared.dir)
+	}
 }
 
 // A thread's stored state that cannot be read (truncated, encrypted with a

@@ -92,6 +92,7 @@ func (e *env) soakWorker(args []string) error {
 	fs.StringVar(&o.Attempts, "attempts", "", "")
 	fs.StringVar(&o.Inject, "inject", "", "")
 	fs.StringVar(&o.ThreadDir, "thread-dir", "", "")
+	fs.StringVar(&o.ThreadStore, "thread-store", "", "")
 	fs.DurationVar(&o.ModelLatency, "model-latency", 0, "")
 	level := fs.String("log-level", "error", "")
 	if err := parse(fs, args); err != nil {

@@ -99,7 +99,7 @@ type Options struct {
 }
 
 // Injections are Options.Inject's values.
-var Injections = []string{"dedup-off", "served-but-ran", "no-thread-store"}
+var Injections = []string{"dedup-off", "served-but-ran", "no-thread-store", "no-cas"}
 
 // UsageError is Options that cannot run.
 type UsageError struct{ Msg string }

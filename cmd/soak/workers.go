@@ -110,6 +110,10 @@ type WorkerOptions struct {
 	// ThreadDir is the workers' thread store (activities.DirStore), shared
 	// by every worker process. Zero value: none.
 	ThreadDir string
+	// ThreadStore, when set, is the workers' thread store instead: an
+	// s3:// URL (module s3store) every worker process shares, a third of
+	// whose saves are made again late (lateSaver).
+	ThreadStore string
 	// ModelLatency is Options.ModelLatency.
 	ModelLatency time.Duration
 	// Ready receives "ready" once the worker polls.
@@ -184,6 +188,14 @@ func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 		wo.Tools = tools
 	case "served-but-ran":
 		wo.Observer = &servedButRan{billing: opts.Billing, pager: opts.Pager}
+	}
+	if opts.ThreadStore != "" && opts.Inject != "no-thread-store" {
+		store, err := s3Threads(context.Background(), opts.ThreadStore, opts.CodecKeyFile, true, opts.Inject == "no-cas")
+		if err != nil {
+			return wo, err
+		}
+		wo.Checkpointer = activities.TemporalCheckpointer{Store: store}
+		return wo, nil
 	}
 	if opts.ThreadDir != "" && opts.Inject != "no-thread-store" {
 		store, err := threadStore(opts.ThreadDir, opts.CodecKeyFile)

@@ -1,0 +1,100 @@
+package soak
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/s3store"
+)
+
+// LateSaveDelay is how long a late save (lateSaver) waits between its
+// read and its write.
+const LateSaveDelay = 2 * time.Second
+
+// s3Threads is the workers' thread store in the bucket raw names
+// (s3store), encrypted with keyFile's keys when there is one. With
+// late, a third of the saves are made again, late (lateSaver); with
+// noCAS (the no-cas control), writes are sent without their conditions.
+func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool) (activities.Checkpointer, error) {
+	o, err := s3store.ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	region := o.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
+	if err != nil {
+		return nil, err
+	}
+	o.Client = s3.NewFromConfig(cfg, func(so *s3.Options) {
+		so.BaseEndpoint = aws.String(o.Endpoint)
+		so.UsePathStyle = true
+		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		so.APIOptions = append(so.APIOptions, func(st *middleware.Stack) error {
+			return st.Initialize.Add(middleware.InitializeMiddlewareFunc("tulip-soak-faults", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if p, ok := in.Parameters.(*s3.PutObjectInput); ok {
+					if noCAS {
+						p.IfMatch, p.IfNoneMatch = nil, nil
+					}
+					if d, ok := ctx.Value(lateKey{}).(time.Duration); ok {
+						sleep(ctx, d) // the save read the thread's entry, and writes late
+					}
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+		})
+	})
+	b, err := s3store.Open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	var keys *codec.Keyring
+	if keyFile != "" {
+		if keys, err = codec.LoadKeyFile(keyFile); err != nil {
+			return nil, err
+		}
+	}
+	var st activities.Checkpointer = b.Threads(nil)
+	if keys != nil {
+		st = b.Threads(keys)
+	}
+	if late {
+		st = lateSaver{st}
+	}
+	return st, nil
+}
+
+// lateKey marks a late save's context: its write waits this long.
+type lateKey struct{}
+
+// lateSaver makes a third of its saves again, in the background, as an
+// attempt that outlived its timeout would: the late save reads the
+// thread's entry at once and writes LateSaveDelay later, by when the
+// thread's next run may have saved a newer state. The store's conditional
+// write must refuse it (the no-cas control lets it through).
+type lateSaver struct{ activities.Checkpointer }
+
+func (l lateSaver) Save(ctx context.Context, ref activities.ThreadRef, cp *activities.Checkpoint) error {
+	if err := l.Checkpointer.Save(ctx, ref, cp); err != nil {
+		return err
+	}
+	if rand.IntN(3) == 0 {
+		go func() {
+			lctx, cancel := context.WithTimeout(context.WithValue(context.Background(), lateKey{}, LateSaveDelay), time.Minute)
+			defer cancel()
+			_ = l.Checkpointer.Save(lctx, ref, cp)
+		}()
+	}
+	return nil
+}
