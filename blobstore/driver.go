@@ -8,9 +8,9 @@ import (
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
-	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
-	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/tulip-temporal/tulip/internal/claims"
 )
 
 // DriverType is the Type of every Driver.
@@ -141,29 +141,10 @@ func Resolve(ctx context.Context, store Store, p *commonpb.Payload) (*commonpb.P
 
 // referenceKey is the blob key of an External Storage reference payload.
 func referenceKey(p *commonpb.Payload) (string, bool) {
-	md := p.GetMetadata()
-	switch string(md[converter.MetadataEncoding]) {
-	case "json/protobuf":
-		ref := &sdkpb.ExternalStorageReference{}
-		if string(md["messageType"]) != string(ref.ProtoReflect().Descriptor().FullName()) {
-			return "", false
-		}
-		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(p.GetData(), ref); err != nil {
-			return "", false
-		}
-		k, ok := ref.GetClaimData()["key"]
-		return k, ok
-	case "json/external-storage-reference":
-		var legacy struct {
-			DriverClaim struct {
-				ClaimData map[string]string `json:"claim_data"`
-			} `json:"driver_claim"`
-		}
-		if json.Unmarshal(p.GetData(), &legacy) != nil {
-			return "", false
-		}
-		k, ok := legacy.DriverClaim.ClaimData["key"]
-		return k, ok
+	c, ok := claims.Parse(p)
+	if !ok {
+		return "", false
 	}
-	return "", false
+	k, ok := c.Data["key"]
+	return k, ok
 }

@@ -1,9 +1,9 @@
 // Package s3store keeps tulip's state outside history in an object store
 // that workers on many machines share: each thread's newest state (a
 // tulip.ThreadStore) and large payloads (a blobstore.Store). It speaks
-// the S3 API (github.com/aws/aws-sdk-go-v2), so it covers AWS S3 and the
-// S3-compatible services: MinIO, Ceph RGW, SeaweedFS, Cloudflare R2 and
-// Google Cloud Storage's XML API among them.
+// the S3 API (github.com/aws/aws-sdk-go-v2): AWS S3, and the S3-compatible
+// services (SeaweedFS, MinIO, Ceph RGW, Cloudflare R2 among them) that
+// honour conditional writes, which Check tells.
 //
 // Newest-wins holds across processes and machines by the store's own
 // conditional writes, not a lock: a thread's first state is written with

@@ -386,6 +386,29 @@ func TestReplayEncryptedBlobHistory(t *testing.T) {
 	require.NoError(t, err)
 	opts := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}
 
+	// Without the blob store (with or without the key): the event, the
+	// driver, the blob and the option, before any replay; never "did not
+	// run", which would blame the code.
+	for _, ro := range []workerplugin.ReplayOptions{{}, {Keys: keys}} {
+		err = workerplugin.ReplayHistories(opts, ro, file)
+		var mp *workerplugin.MissingPayloadError
+		require.ErrorAs(t, err, &mp, "%v", err)
+		assert.Equal(t, "tulip-blobs", mp.Driver)
+		assert.NotEmpty(t, mp.Key)
+		assert.Greater(t, mp.EventID, int64(0))
+		assert.Nil(t, mp.Err)
+		assert.Contains(t, err.Error(), "ReplayOptions.Blobs")
+		assert.NotContains(t, err.Error(), "did not run")
+		t.Log(err)
+	}
+	// A store that lacks the blob names it and the store's error.
+	empty, err := blobstore.NewDir(t.TempDir())
+	require.NoError(t, err)
+	err = workerplugin.ReplayHistories(opts, workerplugin.ReplayOptions{Keys: keys, Blobs: empty}, file)
+	var mp *workerplugin.MissingPayloadError
+	require.ErrorAs(t, err, &mp, "%v", err)
+	assert.ErrorIs(t, err, blobstore.ErrNotFound)
+
 	err = workerplugin.ReplayHistories(opts, workerplugin.ReplayOptions{Blobs: blobs}, file)
 	var ke *codec.KeyError
 	require.ErrorAs(t, err, &ke, "the blob is ciphertext: %v", err)

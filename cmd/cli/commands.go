@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -373,13 +372,14 @@ func ReplayOptions() workerplugin.Options {
 
 func (e *env) replay(args []string) error {
 	fs := e.flags("replay")
-	var keyFile string
+	var keyFile, blobStore string
 	e.codecFlag(fs, &keyFile)
+	fs.StringVar(&blobStore, "blob-store", "", "the blob store the runs kept large payloads in: s3://BUCKET/PREFIX?..., or a directory (default $TULIP_BLOB_STORE, else $TULIP_BLOB_DIR)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return usageError{"usage: tulip replay FILE..."}
+		return usageError{"usage: tulip replay [--codec-key-file F] [--blob-store URL] FILE..."}
 	}
 	keys, err := e.keys(keyFile)
 	if err != nil {
@@ -389,12 +389,13 @@ func (e *env) replay(args []string) error {
 	// export) and decrypted ones replay alike; a payload encrypted with a
 	// key this process lacks is named before any replay.
 	ro := workerplugin.ReplayOptions{Keys: keys}
-	if dir := e.getenv("TULIP_BLOB_DIR"); dir != "" {
-		d, err := blobstore.NewDir(dir)
-		if err != nil {
-			return err
+	for _, v := range []string{blobStore, e.getenv("TULIP_BLOB_STORE"), e.getenv("TULIP_BLOB_DIR")} {
+		if v != "" {
+			if ro.Blobs, err = e.openBlobStore(v); err != nil {
+				return err
+			}
+			break
 		}
-		ro.Blobs = d
 	}
 	if e.logLevel(slog.LevelError+4) <= slog.LevelDebug {
 		ro.Logger = e.logger() // the SDK's stack traces, on request

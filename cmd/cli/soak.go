@@ -16,7 +16,7 @@ import (
 // SoakSummary is 'tulip soak --json”s summary line.
 type SoakSummary = soak.Summary
 
-const soakUsage = "usage: tulip soak [--cluster] [--workers N] [--threads T] [--runs R] [--duration D] [--baseline D] [--kill-every D] [--server-restarts K] [--pauses K] [--proxy-drops K] [--proxy-delays K] [--service-kills K] [--history-deletes K] [--continue-after-turns N] [--plain-every N] [--codec-key-file FILE] [--inject dedup-off|served-but-ran|no-thread-store] [--json]"
+const soakUsage = "usage: tulip soak [--cluster] [--workers N] [--threads T] [--runs R] [--duration D] [--baseline D] [--kill-every D] [--server-restarts K] [--pauses K] [--proxy-drops K] [--proxy-delays K] [--service-kills K] [--history-deletes K] [--continue-after-turns N] [--plain-every N] [--store dir|s3] [--s3-restarts K] [--s3-pauses K] [--s3-slow-downs K] [--codec-key-file FILE] [--inject dedup-off|served-but-ran|no-thread-store|no-cas] [--json]"
 
 func (e *env) soak(args []string) error {
 	fs := e.flags("soak")
@@ -42,8 +42,12 @@ func (e *env) soak(args []string) error {
 	fs.IntVar(&o.ContinueAfterTurns, "continue-after-turns", 0, "runs continue as new after this many turns (0: the library's default)")
 	fs.IntVar(&o.PlainEvery, "plain-every", 3, "every Nth thread's runs start plainly (ExecuteWorkflow with thread, model and message only; 0: none)")
 	fs.DurationVar(&o.ModelLatency, "model-latency", 200*time.Millisecond, "how long the workers' scripted model takes to answer")
+	fs.StringVar(&o.Store, "store", "dir", "where the workers keep threads: dir (a directory they share) or s3 (an S3 server the soak starts, behind a fault proxy; each worker process gets a private home and temp directory)")
+	fs.IntVar(&o.S3Restarts, "s3-restarts", 0, "with --store s3: restart the S3 server's gateway this many times")
+	fs.IntVar(&o.S3Pauses, "s3-pauses", 0, "with --store s3: SIGSTOP the S3 server's gateway for --pause-for this many times")
+	fs.IntVar(&o.S3SlowDowns, "s3-slow-downs", 0, "with --store s3: the proxy answers every S3 request 503 SlowDown for --pause-for this many times")
 	e.codecFlag(fs, &o.CodecKeyFile)
-	fs.StringVar(&o.Inject, "inject", "", "break the workers on purpose, a control the checker must catch: dedup-off, served-but-ran, or no-thread-store (with --history-deletes)")
+	fs.StringVar(&o.Inject, "inject", "", "break the workers on purpose, a control the checker must catch: dedup-off, served-but-ran, no-thread-store (with --history-deletes), or no-cas (with --store s3: thread saves without their conditional writes)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON line")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -137,6 +141,7 @@ func (e *env) printSoak(sum SoakSummary, asJSON bool) {
 	fmt.Fprintf(tw, "witnesses\t%d requests (%d retried with their key), %d refunds for %d keys, %d pages\n",
 		sum.WitnessRequests, sum.RetriedRequests, sum.Refunds, sum.DistinctKeys, sum.Pages)
 	fmt.Fprintf(tw, "duplicate side effects\t%d\n", sum.Duplicates)
+	fmt.Fprintf(tw, "thread store\t%s (%d threads holding an older run's state; %d S3 requests refused)\n", sum.Store, sum.StaleThreads, sum.S3Refused)
 	fmt.Fprintf(tw, "histories replayed\t%d\n", sum.ReplayedHistories)
 	fmt.Fprintf(tw, "recovery after a worker kill\tp50 %.1f s, p99 %.1f s, max %.1f s (%d calls in flight; %d never retried)\n",
 		sum.RecoveryP50S, sum.RecoveryP99S, sum.RecoveryMaxS, sum.RecoverySamples, sum.Unrecovered)

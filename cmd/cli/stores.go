@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -75,6 +76,18 @@ func (e *env) openThreadStore(raw string, keys *codec.Keyring) (activities.Check
 		b, err := s3store.OpenURL(e.ctx, raw)
 		if err != nil {
 			return nil, err
+		}
+		// A service that ignores conditional writes would let an older
+		// run's save replace a newer one's: refuse it. A bucket that
+		// cannot be reached now is only a warning: saves retry.
+		ctx, cancel := context.WithTimeout(e.ctx, 15*time.Second)
+		err = b.Check(ctx)
+		cancel()
+		if errors.Is(err, s3store.ErrNoConditionalWrites) {
+			return nil, fmt.Errorf("--thread-store %s: %w", raw, err)
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "tulip: cannot check the thread store yet (%v); its saves will retry\n", err)
 		}
 		if keys == nil {
 			return b.Threads(nil), nil

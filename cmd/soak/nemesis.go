@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/tulip-temporal/tulip/cmd/soak/s3server"
 )
 
 // Fault kinds beside the server's (server.go).
@@ -23,6 +25,12 @@ const (
 	// HistoryDelete deletes the closed histories of a thread's finished
 	// runs, as retention would.
 	HistoryDelete = "history_delete"
+	// S3Restart restarts the S3 server's gateway; S3Pause SIGSTOPs it
+	// for PauseFor; S3SlowDown has the proxy in front of it answer 503
+	// SlowDown for PauseFor.
+	S3Restart  = "s3_restart"
+	S3Pause    = "s3_pause"
+	S3SlowDown = "s3_slow_down"
 )
 
 // ServiceKinds are the kinds --service-kills takes turns over, on a
@@ -81,6 +89,8 @@ type nemesis struct {
 	proxy     *Proxy
 	workers   *pool
 	deleteRun func(ctx context.Context, rng *rand.Rand) error // a history_delete
+	s3        *s3server.Server                                // with Store "s3"
+	s3proxy   *S3Proxy
 	killEvery time.Duration
 	delay     time.Duration
 	delayFor  time.Duration
@@ -154,6 +164,17 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 		rng := rand.New(rand.NewPCG(n.rng.Uint64(), 11))
 		n.mu.Unlock()
 		err = n.deleteRun(ctx, rng)
+	case S3Restart:
+		err = n.s3.Restart()
+	case S3Pause:
+		if err = n.s3.Pause(); err == nil {
+			sleep(ctx, n.delayFor)
+			err = n.s3.Resume()
+		}
+	case S3SlowDown:
+		n.s3proxy.Fail(true)
+		sleep(ctx, n.delayFor)
+		n.s3proxy.Fail(false)
 	case ProxyDrop:
 		n.proxy.Drop()
 	case ProxyDelay:

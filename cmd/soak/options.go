@@ -86,8 +86,22 @@ type Options struct {
 	// CodecKeyFile encrypts every payload with these keys, in the workers,
 	// the reference runs and the replays. Zero value: none.
 	CodecKeyFile string
+	// Store is where the workers keep threads: "dir" (a directory they
+	// share on this machine) or "s3" (a SeaweedFS S3 server the soak
+	// starts, behind a fault proxy: each worker process then has a
+	// private home and temp directory, and shares only the Temporal
+	// server and the bucket; half its saves are made again late, as
+	// attempts that outlived their timeout would). Zero value: "dir".
+	Store string
+	// S3Restarts, S3Pauses and S3SlowDowns, with Store "s3": restart the
+	// S3 server's gateway, SIGSTOP it for PauseFor, or have the proxy
+	// answer every request 503 SlowDown for PauseFor, this many times
+	// each. Zero value: none.
+	S3Restarts, S3Pauses, S3SlowDowns int
 	// Inject breaks the workers on purpose, a control the checker must
-	// catch: "dedup-off" or "served-but-ran". Zero value: none.
+	// catch: "dedup-off", "served-but-ran", "no-thread-store" or, with
+	// Store "s3", "no-cas" (writes without their conditions). Zero value:
+	// none.
 	Inject string
 	// Progress receives progress lines. Zero value: none.
 	Progress io.Writer
@@ -152,6 +166,10 @@ func (o *Options) fill() error {
 		return &UsageError{fmt.Sprintf("--inject %q: one of %v", o.Inject, Injections)}
 	case o.Address != "" && o.Cluster:
 		return &UsageError{"--address and --cluster exclude each other"}
+	case o.Store != "" && o.Store != "dir" && o.Store != "s3":
+		return &UsageError{fmt.Sprintf("--store %q: dir or s3", o.Store)}
+	case o.Store != "s3" && (o.Inject == "no-cas" || o.S3Restarts > 0 || o.S3Pauses > 0 || o.S3SlowDowns > 0):
+		return &UsageError{"--inject no-cas and the S3 faults need --store s3"}
 	case o.ServiceKills > 0 && !o.Cluster:
 		return &UsageError{"--service-kills needs --cluster"}
 	}
@@ -205,6 +223,13 @@ type Summary struct {
 	RecoveryMaxS    float64 `json:"recovery_max_s"`
 	// Unrecovered are in-flight activities with no later attempt.
 	Unrecovered int `json:"unrecovered"`
+	// Store is where threads were kept ("dir", "s3"); StaleThreads the
+	// threads whose stored state, at the end, is an older run's than the
+	// newest run's that history still holds (a late save won).
+	Store        string `json:"store"`
+	StaleThreads int    `json:"stale_threads"`
+	// S3Refused counts the requests the S3 proxy answered 503 SlowDown.
+	S3Refused int64 `json:"s3_refused,omitempty"`
 	// Violations name a run and a call each; at most MaxViolations are
 	// kept, ViolationCount counts them all.
 	Violations     []string `json:"violations,omitempty"`

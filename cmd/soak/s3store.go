@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 
@@ -16,14 +17,15 @@ import (
 )
 
 // LateSaveDelay is how long a late save (lateSaver) waits between its
-// read and its write.
-const LateSaveDelay = 2 * time.Second
+// read and its write: longer than a soak run takes, so that the thread's
+// next runs save meanwhile.
+const LateSaveDelay = 6 * time.Second
 
 // s3Threads is the workers' thread store in the bucket raw names
 // (s3store), encrypted with keyFile's keys when there is one. With
-// late, a third of the saves are made again, late (lateSaver); with
+// late, half the saves are made again, late (lateSaver); with
 // noCAS (the no-cas control), writes are sent without their conditions.
-func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool) (activities.Checkpointer, error) {
+func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool, creds ...aws.Credentials) (activities.Checkpointer, error) {
 	o, err := s3store.ParseURL(raw)
 	if err != nil {
 		return nil, err
@@ -32,7 +34,11 @@ func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool) (acti
 	if region == "" {
 		region = "us-east-1"
 	}
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
+	load := []func(*config.LoadOptions) error{config.WithRegion(region)}
+	for _, c := range creds {
+		load = append(load, config.WithCredentialsProvider(credentials.StaticCredentialsProvider{Value: c}))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +84,7 @@ func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool) (acti
 // lateKey marks a late save's context: its write waits this long.
 type lateKey struct{}
 
-// lateSaver makes a third of its saves again, in the background, as an
+// lateSaver makes half its saves again, at random, in the background, as an
 // attempt that outlived its timeout would: the late save reads the
 // thread's entry at once and writes LateSaveDelay later, by when the
 // thread's next run may have saved a newer state. The store's conditional
@@ -89,7 +95,10 @@ func (l lateSaver) Save(ctx context.Context, ref activities.ThreadRef, cp *activ
 	if err := l.Checkpointer.Save(ctx, ref, cp); err != nil {
 		return err
 	}
-	if rand.IntN(3) == 0 {
+	if rand.IntN(2) == 0 {
+		// Half, so that a thread's last save is not always repeated
+		// last: without the store's conditions, an older run's late
+		// save can then be what the store keeps at the end.
 		go func() {
 			lctx, cancel := context.WithTimeout(context.WithValue(context.Background(), lateKey{}, LateSaveDelay), time.Minute)
 			defer cancel()

@@ -44,8 +44,11 @@ func (e *ProcessError) Unwrap() error { return e.Err }
 // startProcess starts bin with args in its own process group (killed with
 // the soak), its stderr to log, and waits for its first stdout line, which
 // must start with "ready". It returns the rest of that line.
-func startProcess(what, bin string, args []string, log io.Writer) (*exec.Cmd, string, error) {
+func startProcess(what, bin string, args []string, log io.Writer, setup ...func(*exec.Cmd)) (*exec.Cmd, string, error) {
 	cmd := exec.Command(bin, args...)
+	for _, f := range setup {
+		f(cmd)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", &ProcessError{what, err}

@@ -23,6 +23,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/tulip-temporal/tulip/cmd/soak/s3server"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
@@ -39,6 +42,9 @@ type soak struct {
 	page    *pager.Server
 	srv     server
 	proxy   *Proxy
+	s3      *s3server.Server // Store "s3"
+	s3proxy *S3Proxy
+	s3URL   string // the workers' thread store
 	c       client.Client
 	workers *pool
 	w       *workload
@@ -126,13 +132,41 @@ func (s *soak) setUp(ctx context.Context) error {
 	if s.o.Inject != "" {
 		args = append(args, "--inject", s.o.Inject)
 	}
-	args = append(args, "--thread-dir", s.threadDir())
-	s.workers = &pool{bin: s.o.Binary, args: args, log: s.o.Log}
+	s.workers = &pool{bin: s.o.Binary, log: s.o.Log}
+	s.sum.Store = "dir"
+	if s.o.Store == "s3" {
+		if err := s.startS3(); err != nil {
+			return err
+		}
+		args = append(args, "--thread-store", s.s3URL)
+		s.workers.private = filepath.Join(s.dir, "machines")
+		s.workers.env = []string{"AWS_ACCESS_KEY_ID=" + s.s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s.s3.SecretKey, "AWS_REGION=" + s.s3.Region}
+		s.sum.Store = "s3"
+	} else {
+		args = append(args, "--thread-dir", s.threadDir())
+	}
+	s.workers.args = args
 	for range s.o.Workers {
 		if err := s.workers.spawn(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// startS3 starts the S3 server (SeaweedFS) and the fault proxy in front of
+// it; the workers' thread store is a prefix of its bucket, reached through
+// the proxy.
+func (s *soak) startS3() error {
+	s.progress("starting an S3 server (SeaweedFS) and a fault proxy in front of it")
+	var err error
+	if s.s3, err = s3server.Start(filepath.Join(s.dir, "s3")); err != nil {
+		return err
+	}
+	if s.s3proxy, err = StartS3Proxy(s.s3.Endpoint); err != nil {
+		return err
+	}
+	s.s3URL = fmt.Sprintf("s3://%s/soak-%s/?endpoint=%s&region=%s", s.s3.Bucket, randomID(), s.s3proxy.URL(), s.s3.Region)
 	return nil
 }
 
@@ -166,6 +200,12 @@ func (s *soak) close() {
 	}
 	if s.proxy != nil {
 		s.proxy.Close()
+	}
+	if s.s3proxy != nil {
+		s.s3proxy.Close()
+	}
+	if s.s3 != nil {
+		s.s3.Close()
 	}
 	if s.c != nil {
 		s.c.Close()
@@ -249,6 +289,7 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	counts := faultCounts(s.o, s.srv.Kinds())
 	n := newNemesis(s.srv, s.proxy, s.workers, s.o)
 	n.deleteRun = s.deleteHistories
+	n.s3, n.s3proxy = s.s3, s.s3proxy
 	for _, c := range counts {
 		n.faults[c.Kind] = 0
 	}
@@ -286,7 +327,8 @@ func faultCounts(o Options, kinds []string) []Count {
 		want = append(want, Count{HistoryDelete, o.HistoryDeletes})
 	}
 	want = append(Spread(o.ServiceKills, ServiceKinds), want...)
-	takes := map[string]bool{ProxyDrop: true, ProxyDelay: true, HistoryDelete: true}
+	want = append(want, Count{S3Restart, o.S3Restarts}, Count{S3Pause, o.S3Pauses}, Count{S3SlowDown, o.S3SlowDowns})
+	takes := map[string]bool{ProxyDrop: true, ProxyDelay: true, HistoryDelete: true, S3Restart: o.Store == "s3", S3Pause: o.Store == "s3", S3SlowDown: o.Store == "s3"}
 	for _, k := range kinds {
 		takes[k] = true
 	}
@@ -339,6 +381,12 @@ func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
 		s.record(CheckMissing(got, reached, serviced, func(run string) bool { return completed[run] }), dups)
 	}
 	s.sum.Duplicates = len(dups)
+	if s.s3proxy != nil {
+		s.sum.S3Refused = s.s3proxy.Refused()
+	}
+	if s.o.Store == "s3" && s.o.Inject != "no-thread-store" {
+		s.checkStale(ctx)
+	}
 	t0 = time.Now()
 	if err := s.replay(ctx, runs); err != nil {
 		return err
@@ -454,6 +502,14 @@ func randomID() string {
 func (s *soak) store() activities.Checkpointer {
 	if s.o.Inject == "no-thread-store" {
 		return nil
+	}
+	if s.o.Store == "s3" {
+		st, err := s3Threads(context.Background(), s.s3URL, s.o.CodecKeyFile, false, false,
+			aws.Credentials{AccessKeyID: s.s3.AccessKey, SecretAccessKey: s.s3.SecretKey, Source: "soak"})
+		if err != nil {
+			return nil
+		}
+		return st
 	}
 	st, err := threadStore(s.threadDir(), s.o.CodecKeyFile)
 	if err != nil {
@@ -583,4 +639,54 @@ func (s *soak) deleteRuns(ctx context.Context, t int, del func(*workflowpb.Workf
 		}
 	}
 	return n, left, nil
+}
+
+// checkStale checks, once every late save has landed, that each thread's
+// stored state is not an older run's than the newest run history holds:
+// the store keeps the run that started last, whatever order the saves
+// came in (the no-cas control lets a late save of an older run win).
+func (s *soak) checkStale(ctx context.Context) {
+	sleep(ctx, LateSaveDelay+2*time.Second)
+	st := s.store()
+	if st == nil {
+		s.sum.violate("the thread store cannot be read")
+		return
+	}
+	for t := range s.next {
+		thread := s.w.threadID(t)
+		latest, err := s.c.DescribeWorkflowExecution(ctx, thread, "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue // every run deleted: nothing to compare with
+		}
+		if err != nil {
+			s.sum.violate("thread %d: %v", t, err)
+			continue
+		}
+		info := latest.GetWorkflowExecutionInfo()
+		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			continue
+		}
+		cp, err := st.Load(ctx, activities.ThreadRef{ThreadID: thread})
+		if err != nil || cp == nil {
+			s.sum.violate("thread %d: its stored state: %v (none: %t)", t, err, cp == nil)
+			continue
+		}
+		newest := info.GetExecution().GetRunId()
+		if cp.Run == newest {
+			continue
+		}
+		// Another run's: stale if that run started before the newest
+		// (or was deleted: retention deletes the oldest first).
+		held, err := s.c.DescribeWorkflowExecution(ctx, thread, cp.Run)
+		if err == nil && !held.GetWorkflowExecutionInfo().GetStartTime().AsTime().Before(info.GetStartTime().AsTime()) {
+			continue
+		}
+		if err != nil && !errors.As(err, &nf) {
+			s.sum.violate("thread %d: %v", t, err)
+			continue
+		}
+		s.sum.StaleThreads++
+		s.sum.violate("thread %d: the store holds run %s's state, older than run %s's (a late save won)", t, cp.Run, newest)
+	}
 }

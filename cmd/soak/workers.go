@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +34,10 @@ type pool struct {
 	bin  string
 	args []string
 	log  io.Writer
+	// private, when set, gives each worker process a home, temp and
+	// working directory of its own under it, and env beside the soak's.
+	private string
+	env     []string
 
 	mu      sync.Mutex
 	procs   []*exec.Cmd
@@ -46,7 +51,7 @@ func (p *pool) spawn() error {
 	var cmd *exec.Cmd
 	var err error
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
-		if cmd, _, err = startProcess("a worker", p.bin, p.args, p.log); err == nil || time.Now().After(deadline) {
+		if cmd, _, err = startProcess("a worker", p.bin, p.args, p.log, p.setup); err == nil || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -59,6 +64,22 @@ func (p *pool) spawn() error {
 	p.spawned++
 	p.mu.Unlock()
 	return nil
+}
+
+// setup gives a worker process its private directories and environment.
+func (p *pool) setup(cmd *exec.Cmd) {
+	if p.private == "" {
+		return
+	}
+	p.mu.Lock()
+	n := p.spawned
+	p.mu.Unlock()
+	home := filepath.Join(p.private, fmt.Sprintf("worker-%d-%d", n, time.Now().UnixNano()))
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return // the worker starts without one; its thread store is shared anyway
+	}
+	cmd.Dir = home
+	cmd.Env = append(append(os.Environ(), p.env...), "HOME="+home, "TMPDIR="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
 }
 
 // kill SIGKILLs a random worker process and returns the kill.
@@ -111,8 +132,8 @@ type WorkerOptions struct {
 	// by every worker process. Zero value: none.
 	ThreadDir string
 	// ThreadStore, when set, is the workers' thread store instead: an
-	// s3:// URL (module s3store) every worker process shares, a third of
-	// whose saves are made again late (lateSaver).
+	// s3:// URL (module s3store) every worker process shares,
+	// each of whose saves is made again late (lateSaver).
 	ThreadStore string
 	// ModelLatency is Options.ModelLatency.
 	ModelLatency time.Duration

@@ -24,6 +24,7 @@ import (
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/calllog"
+	"github.com/tulip-temporal/tulip/internal/claims"
 )
 
 // ReplayOptions configure ReplayHistories. The zero value replays with a
@@ -123,6 +124,10 @@ func ReplayHistories(opts Options, ro ReplayOptions, files ...string) error {
 			errs = append(errs, &ReplayError{File: f, Err: err})
 			continue
 		}
+		if err := checkClaims(context.Background(), hist, ro.Blobs, len(ro.Replayer.ExternalStorage.Drivers) > 0); err != nil {
+			errs = append(errs, &ReplayError{File: f, Explained: err.Error(), Err: err})
+			continue
+		}
 		if err := CheckKeys(context.Background(), hist, pc, ro.Blobs); err != nil {
 			errs = append(errs, &ReplayError{File: f, Explained: err.Error(), Err: err})
 			continue
@@ -167,6 +172,70 @@ func CheckKeys(ctx context.Context, hist *historypb.History, pc converter.Payloa
 		SkipSearchAttributes: true,
 	})
 	return keyErr
+}
+
+// MissingPayloadError is a history payload a replay cannot read: it is
+// kept in External Storage and no store was given (or the store given
+// lacks it). Error is one line naming the event, the driver, the blob and
+// the option to set.
+type MissingPayloadError struct {
+	EventID   int64
+	EventType string
+	Driver    string // the claim's driver ("tulip-blobs": blobstore's)
+	Key       string // the claim's key ("" when it has none)
+	Err       error  // the store's error; nil when no store was given
+}
+
+func (e *MissingPayloadError) Error() string {
+	what := fmt.Sprintf("event %d (%s) holds a payload kept in External Storage (driver %q, blob %s)", e.EventID, e.EventType, e.Driver, e.Key)
+	if e.Err == nil {
+		return what + ": give the blob store your clients and workers keep large payloads in (ReplayOptions.Blobs; --blob-store for tulip replay)"
+	}
+	return what + ", which the blob store given cannot read (ReplayOptions.Blobs): " + e.Err.Error()
+}
+
+func (e *MissingPayloadError) Unwrap() error { return e.Err }
+
+// checkClaims finds the first External Storage claim in hist that blobs
+// cannot resolve: every claim when blobs is nil, unless the replayer has
+// drivers of its own (own), which then read theirs. It reads each blob
+// (checking its hash), so a replay never fails in workflow code for a
+// payload it could not read.
+func checkClaims(ctx context.Context, hist *historypb.History, blobs blobstore.Store, own bool) error {
+	if own && blobs == nil {
+		return nil
+	}
+	for _, ev := range hist.GetEvents() {
+		var first error
+		_ = proxy.VisitPayloads(ctx, ev, proxy.VisitPayloadsOptions{
+			Visitor: func(vc *proxy.VisitPayloadsContext, ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+				for _, p := range ps {
+					if first != nil {
+						break
+					}
+					c, ok := claims.Parse(p)
+					if !ok {
+						continue
+					}
+					e := &MissingPayloadError{EventID: ev.GetEventId(), EventType: ev.GetEventType().String(), Driver: c.Driver, Key: c.Data["key"]}
+					if blobs == nil {
+						first = e
+						continue
+					}
+					if _, err := blobstore.Resolve(vc.Context, blobs, p); err != nil {
+						e.Err = err
+						first = e
+					}
+				}
+				return ps, nil
+			},
+			SkipSearchAttributes: true,
+		})
+		if first != nil {
+			return first
+		}
+	}
+	return nil
 }
 
 // call is a tool call the workflow code made during a replay.
