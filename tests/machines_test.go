@@ -19,25 +19,36 @@ import (
 // empty home and state directory of its own, sharing only the Temporal
 // server and an S3 bucket (--thread-store s3://...) with the process that
 // ran the refund. The repeat is served: the trace says so, and the
-// server's history of the run schedules no refund. Control: the same two
+// server's history of the run schedules no refund. On one machine with
+// no store given, the CLI worker's state directory serves it too (the
+// issue's probe: 'chat --address', every run deleted). Control: the same two
 // processes with no shared store (each keeps threads in its own state
 // directory) run the refund again.
 func TestThreadContinuesOnAnotherMachine(t *testing.T) {
 	bin := tulipBinary(t)
 	srv := sharedS3(t)
 	c := dial(t, server.Address())
-	for _, shared := range []bool{true, false} {
-		name := "shared S3 store"
-		if !shared {
-			name = "control: no shared store"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		shared         bool
+		secondMachine  string
+		wantSecondCall string
+	}{
+		{"shared S3 store", true, "machine-b", "cached"},
+		// The same machine, no flag: a CLI worker on a named server keeps
+		// threads in the user's state directory, so the refund is served.
+		{"one machine, no store given", false, "machine-a", "cached"},
+		{"control: no shared store", false, "machine-b", "executed"},
+	} {
+		shared := tc.shared
+		t.Run(tc.name, func(t *testing.T) {
 			thread := taskQueue("machines")
 			store := fmt.Sprintf("s3://%s/%s/?endpoint=%s&region=%s", srv.Bucket, thread, srv.Endpoint, srv.Region)
 			refund := [3]string{"call_a", "issue_refund", `{"order_id": "ord-7001", "amount": 12}`}
 			f := newFakeOpenAI(t, toolCalls(refund), answer("Refunded."), toolCalls(refund), answer("It went through."))
+			homes := t.TempDir()
 			chat := func(machine string) scenario.Line {
-				home := filepath.Join(t.TempDir(), machine)
+				home := filepath.Join(homes, machine)
 				require.NoError(t, os.MkdirAll(home, 0o700))
 				args := []string{"chat", "--base-url", f.URL + "/v1", "--model", "m", "--json", "--address", server.Address(), "--thread", thread}
 				if shared {
@@ -63,12 +74,12 @@ func TestThreadContinuesOnAnotherMachine(t *testing.T) {
 				deleteRun(t, c, thread, e.GetExecution().GetRunId())
 			}
 
-			second := chat("machine-b")
-			if !shared {
+			second := chat(tc.secondMachine)
+			if tc.wantSecondCall == "executed" {
 				assert.Equal(t, "executed", string(second.Outcome), "control: without a shared store the thread started empty and the refund ran again")
 				return
 			}
-			assert.Equal(t, "cached", string(second.Outcome), "the refund is served from the thread kept in S3")
+			assert.Equal(t, "cached", string(second.Outcome), "the refund is served from the thread's store")
 			d, err := c.DescribeWorkflowExecution(ctxT(t), thread, "")
 			require.NoError(t, err)
 			for _, ev := range history(t, c, thread, d.GetWorkflowExecutionInfo().GetExecution().GetRunId()).GetEvents() {
