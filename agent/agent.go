@@ -103,18 +103,23 @@ type Run struct {
 
 // Start starts an agent run and returns its handle at once.
 func Start(ctx context.Context, c client.Client, opts Options) (*Run, error) {
-	h, err := runclient.Start(ctx, c, runclient.RunOptions{TaskQueue: opts.TaskQueue, Model: opts.Model,
+	h, err := runclient.Start(ctx, c, opts.runOptions())
+	if err != nil {
+		return nil, err
+	}
+	return &Run{c: c, h: h}, nil
+}
+
+// runOptions are opts as the internal client takes them.
+func (opts Options) runOptions() runclient.RunOptions {
+	return runclient.RunOptions{TaskQueue: opts.TaskQueue, Model: opts.Model,
 		Agent: opts.Agent, ThreadID: opts.ThreadID, WorkflowID: opts.WorkflowID, Message: opts.Message,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns,
 		Limits:          dedup.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxArgumentDepth},
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
 		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout,
-		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools})
-	if err != nil {
-		return nil, err
-	}
-	return &Run{c: c, h: h}, nil
+		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools}
 }
 
 // Attach returns a handle on a run started elsewhere: its workflow ID

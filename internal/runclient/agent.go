@@ -142,6 +142,15 @@ type Handle struct {
 	RunID      string
 }
 
+// Input is the workflow input of a run with opts (what Start sends,
+// before it learns whether a thread is new).
+func Input(opts RunOptions) agentrun.RunInput {
+	return agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
+		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
+		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
+		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools}
+}
+
 // Start starts an agent run and returns at once.
 func Start(ctx context.Context, c client.Client, opts RunOptions) (Handle, error) {
 	return start(ctx, c, opts, true)
@@ -156,10 +165,7 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 	if opts.Model == "" {
 		return Handle{}, &OptionError{Field: "Model"}
 	}
-	in := agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
-		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
-		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
-		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools}
+	in := Input(opts)
 	id := opts.WorkflowID
 	reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 	if opts.ThreadID != "" {
