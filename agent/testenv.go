@@ -1,9 +1,9 @@
 package agent
 
 import (
-	"errors"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tulip-temporal/tulip/internal/agentrun"
@@ -11,32 +11,42 @@ import (
 )
 
 // RunTest plays a run in the SDK's test environment, in process and in
-// virtual time: env is a testsuite.TestWorkflowEnvironment whose worker
-// options carry tulip's plugin (env.SetWorkerOptions(worker.Options{Plugins:
-// ...})). answer answers each interrupt (resumed by update; nil: none,
-// and RunTest returns the interrupted result). The environment holds one
-// run and no server: a run on a thread (opts.ThreadID) is refused, since
-// its load reads the server's visibility; test threads against a dev
-// server (docs/tour.md).
+// virtual time, and returns its result: env is a
+// testsuite.TestWorkflowEnvironment whose worker options carry tulip's
+// plugin (env.SetWorkerOptions(worker.Options{Plugins: ...})). Tools,
+// models, hooks and the log work as on a worker, and a served call starts
+// no activity.
+//
+// answer answers each interrupt, and RunTest sends the answer by update.
+// With a nil answer RunTest answers none: a resume the test sends itself
+// (env.SignalWorkflow("tulip.resume", ...) from env.RegisterDelayedCallback)
+// continues the run, and a run nobody resumes comes back as its first
+// interrupt left it (Status Interrupted).
+//
+// The environment holds one run and no server: a run on a thread
+// (opts.ThreadID) is refused (tulip.BadInput), since it loads the thread
+// through the server's visibility; test threads on a dev server
+// (docs/tour.md).
 func RunTest(env *testsuite.TestWorkflowEnvironment, opts Options, answer func(Interrupt) ResumeInput) (*Result, error) {
 	if opts.ThreadID != "" {
-		return nil, errors.New("agent: RunTest: a run on a thread loads it from the server's visibility, which the test environment does not have: test threads against a dev server")
+		return nil, &runclient.TestEnvError{Field: "ThreadID", Why: "a thread's run loads its earlier runs through the server's visibility, which the test environment has not: test threads on a dev server (docs/tour.md)"}
 	}
 	if opts.Model == "" {
 		return nil, &runclient.OptionError{Field: "Model"}
 	}
 	answered := map[string]bool{}
+	var unanswered *Result // the first interrupt nobody answered
 	var poll func()
 	poll = func() {
 		if env.IsWorkflowCompleted() {
 			return
 		}
-		v, err := env.QueryWorkflow(agentrun.QueryState)
-		if err == nil {
-			var st agentrun.StateView
+		if v, err := env.QueryWorkflow(agentrun.QueryState); err == nil {
+			var st Result
 			if v.Get(&st) == nil && st.Status == agentrun.StatusInterrupted && st.Interrupt != nil && !answered[st.Interrupt.ID] {
 				if answer == nil {
-					return // the run waits: ExecuteWorkflow returns
+					unanswered = &st
+					return // no more polls: the test resumes, or the run waits
 				}
 				answered[st.Interrupt.ID] = true
 				env.UpdateWorkflow(agentrun.UpdateResume, st.Interrupt.ID, &testsuite.TestUpdateCallback{
@@ -48,18 +58,13 @@ func RunTest(env *testsuite.TestWorkflowEnvironment, opts Options, answer func(I
 	}
 	env.RegisterDelayedCallback(poll, time.Second)
 	env.ExecuteWorkflow(agentrun.WorkflowName, runclient.Input(opts.runOptions()))
-	if !env.IsWorkflowCompleted() {
-		v, err := env.QueryWorkflow(agentrun.QueryState)
-		if err != nil {
-			return nil, err
-		}
-		var st agentrun.StateView
-		if err := v.Get(&st); err != nil {
-			return nil, err
-		}
-		return &Result{Status: st.Status, Interrupt: st.Interrupt, Trace: st.Trace}, nil
+	if !env.IsWorkflowCompleted() && unanswered != nil {
+		return unanswered, nil
 	}
 	if err := env.GetWorkflowError(); err != nil {
+		if unanswered != nil && temporal.IsTimeoutError(err) {
+			return unanswered, nil // the environment's run timeout ended the wait
+		}
 		return nil, err
 	}
 	var res Result

@@ -2,12 +2,17 @@ package agent_test
 
 import (
 	"context"
+	"log/slog"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
@@ -52,30 +57,88 @@ func TestRunTest(t *testing.T) {
 		Hooks: map[string]tulip.Hook{"approve": tulip.Approve("page_oncall", "a person approves pages")}})
 	require.NoError(t, err)
 
+	for _, by := range []string{"update", "signal"} {
+		t.Run(by, func(t *testing.T) {
+			ran, paged = 0, 0
+			var suite testsuite.WorkflowTestSuite
+			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+			env := suite.NewTestWorkflowEnvironment()
+			env.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+			started := map[string]int{}
+			env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+				started[info.ActivityType.Name]++
+			})
+			asked := 0
+			answer := func(in agent.Interrupt) agent.ResumeInput { asked++; return agent.Approve(in.ID) }
+			if by == "signal" {
+				// No answer: RunTest leaves the interrupt to a resume sent
+				// by signal, an hour of virtual time later.
+				env.RegisterDelayedCallback(func() {
+					v, err := env.QueryWorkflow("tulip.state")
+					require.NoError(t, err)
+					var st agent.Result
+					require.NoError(t, v.Get(&st))
+					require.Equal(t, agent.Interrupted, st.Status)
+					env.SignalWorkflow("tulip.resume", agent.Approve(st.Interrupt.ID))
+					asked++
+				}, time.Hour)
+				answer = nil
+			}
+			res, err := agent.RunTest(env, agent.Options{Model: "m", Message: "refund o1", Hooks: []string{"approve"}}, answer)
+			require.NoError(t, err)
+			assert.Equal(t, agent.Completed, res.Status)
+			assert.Equal(t, "done", res.Answer)
+			assert.Equal(t, 1, asked)
+			assert.Equal(t, 1, ran, "the repeat was served")
+			assert.Equal(t, 1, paged, "the page ran once, after its approval")
+			assert.Equal(t, 1, started["tulip.tool.issue_refund"], "the served repeat scheduled no activity")
+			assert.Equal(t, 1, started["tulip.tool.page_oncall"])
+			var outcomes []string
+			for _, l := range res.Trace {
+				outcomes = append(outcomes, l.CallID+":"+string(l.Outcome))
+			}
+			assert.Equal(t, []string{"c1:executed", "c2:cached", "p1:held", "p1:dangling"}, outcomes, "the page was held, then performed by the resume")
+		})
+	}
+
+	// Without an answer the interrupted run comes back as it stands.
 	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
-	started := map[string]int{}
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		started[info.ActivityType.Name]++
-	})
-	asked := 0
-	res, err := agent.RunTest(env, agent.Options{Model: "m", Message: "refund o1", Hooks: []string{"approve"}},
-		func(in agent.Interrupt) agent.ResumeInput { asked++; return agent.Approve(in.ID) })
+	res, err := agent.RunTest(env, agent.Options{Model: "m", Message: "refund o1", Hooks: []string{"approve"}}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, agent.Completed, res.Status)
-	assert.Equal(t, "done", res.Answer)
-	assert.Equal(t, 1, asked)
-	assert.Equal(t, 1, ran, "the repeat was served")
-	assert.Equal(t, 1, paged, "the page ran once, after its approval")
-	assert.Equal(t, 1, started["tulip.tool.issue_refund"], "the served repeat scheduled no activity")
+	assert.Equal(t, agent.Interrupted, res.Status)
+	require.NotNil(t, res.Interrupt)
+	assert.Equal(t, "approve", res.Interrupt.Hook)
 
+	// A thread's run needs the server's visibility: refused in one line.
 	_, err = agent.RunTest(suite.NewTestWorkflowEnvironment(), agent.Options{Model: "m", ThreadID: "t1"}, nil)
-	assert.ErrorContains(t, err, "test threads against a dev server")
-	var outcomes []string
-	for _, l := range res.Trace {
-		outcomes = append(outcomes, l.CallID+":"+string(l.Outcome))
+	assert.True(t, tulip.Is(err, tulip.BadInput), "%v", err)
+	t.Log(err)
+}
+
+// The tour's "Test your agent" quotes ExampleRunTest: every line of its
+// code block is in the example, in order.
+func TestTourQuotesRunTest(t *testing.T) {
+	tour, err := os.ReadFile("../docs/tour.md")
+	require.NoError(t, err)
+	example, err := os.ReadFile("testenv_example_test.go")
+	require.NoError(t, err)
+	sec := string(tour)[strings.Index(string(tour), "## Test your agent"):]
+	block := sec[strings.Index(sec, "```go\n")+6:]
+	block = block[:strings.Index(block, "```")]
+	rest := string(example)
+	n := 0
+	for _, line := range strings.Split(block, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		i := strings.Index(rest, line)
+		require.GreaterOrEqual(t, i, 0, "the tour's line is not in ExampleRunTest (in order): %s", line)
+		rest = rest[i+len(line):]
+		n++
 	}
-	t.Log(outcomes)
-	assert.Contains(t, outcomes, "c2:cached")
+	assert.Greater(t, n, 4, "sanity: the block is read")
 }

@@ -13,8 +13,6 @@ package blobstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -36,12 +34,6 @@ type Store interface {
 
 // ErrNotFound is wrapped by Get when no blob has the key.
 var ErrNotFound = errors.New("blobstore: blob not found")
-
-// Key is the content address of data.
-func Key(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256-" + hex.EncodeToString(sum[:])
-}
 
 // Memory is a Store in memory. The zero value is ready.
 type Memory struct {

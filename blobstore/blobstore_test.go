@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/internal/claims"
 )
 
 // One conformance suite, run against every Store.
@@ -29,10 +30,10 @@ func TestStores(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			s := mk(t)
-			_, err := s.Get(ctx, blobstore.Key([]byte("x")))
+			_, err := s.Get(ctx, claims.BlobKey([]byte("x")))
 			assert.ErrorIs(t, err, blobstore.ErrNotFound)
 			data := []byte("hello")
-			key := blobstore.Key(data)
+			key := claims.BlobKey(data)
 			require.NoError(t, s.Put(ctx, key, data))
 			require.NoError(t, s.Put(ctx, key, data), "a second put of the same content is fine")
 			got, err := s.Get(ctx, key)
@@ -59,22 +60,22 @@ func TestDriver(t *testing.T) {
 	dir := t.TempDir()
 	store, err := blobstore.NewDir(dir)
 	require.NoError(t, err)
-	d := blobstore.NewDriver("blobs", store)
+	d := blobstore.ExternalStorage(store, 0).Drivers[0]
 	p := &commonpb.Payload{Metadata: map[string][]byte{"encoding": []byte("json/plain"), "b": []byte{0, 1}}, Data: []byte(`{"big":true}`)}
 	sctx := converter.StorageDriverStoreContext{Context: context.Background()}
-	claims, err := d.Store(sctx, []*commonpb.Payload{p, p})
+	refs, err := d.Store(sctx, []*commonpb.Payload{p, p})
 	require.NoError(t, err)
-	assert.Equal(t, claims[0], claims[1])
+	assert.Equal(t, refs[0], refs[1])
 	files, _ := os.ReadDir(dir)
 	assert.Len(t, files, 1, "one blob for two equal payloads")
 	rctx := converter.StorageDriverRetrieveContext{Context: context.Background()}
-	got, err := d.Retrieve(rctx, claims[:1])
+	got, err := d.Retrieve(rctx, refs[:1])
 	require.NoError(t, err)
 	assert.Equal(t, p.GetData(), got[0].GetData())
 	assert.Equal(t, p.GetMetadata(), got[0].GetMetadata())
 
-	require.NoError(t, os.WriteFile(filepath.Join(dir, claims[0].ClaimData["key"]), []byte("\x00\x00\x00\x02{}x"), 0o644))
-	_, err = d.Retrieve(rctx, claims[:1])
+	require.NoError(t, os.WriteFile(filepath.Join(dir, refs[0].ClaimData["key"]), []byte("\x00\x00\x00\x02{}x"), 0o644))
+	_, err = d.Retrieve(rctx, refs[:1])
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, blobstore.ErrNotFound))
 	assert.Contains(t, err.Error(), "damaged")

@@ -13,28 +13,28 @@ import (
 	"github.com/tulip-temporal/tulip/internal/claims"
 )
 
-// DriverType is the Type of every Driver.
-const DriverType = "tulip.blobstore"
+// driverType is the Type of every driver.
+const driverType = "tulip.blobstore"
 
-// Driver is a Temporal External Storage driver over a Store. A payload is
+// driver is a Temporal External Storage driver over a Store. A payload is
 // stored under the content hash of its encoding, so equal payloads are one
 // blob.
-type Driver struct {
+type driver struct {
 	name  string
 	store Store
 }
 
-var _ converter.StorageDriver = (*Driver)(nil)
+var _ converter.StorageDriver = (*driver)(nil)
 
-// NewDriver returns a driver named name (stored in history beside each
+// newDriver returns a driver named name (stored in history beside each
 // claim: keep it stable) over store.
-func NewDriver(name string, store Store) *Driver { return &Driver{name: name, store: store} }
+func newDriver(name string, store Store) *driver { return &driver{name: name, store: store} }
 
 // Name implements converter.StorageDriver.
-func (d *Driver) Name() string { return d.name }
+func (d *driver) Name() string { return d.name }
 
 // Type implements converter.StorageDriver.
-func (d *Driver) Type() string { return DriverType }
+func (d *driver) Type() string { return driverType }
 
 // encode is a payload's stored form: the length of its metadata (4 bytes,
 // big-endian), the metadata as JSON (keys sorted, values base64), then the
@@ -66,28 +66,28 @@ func decode(b []byte) (*commonpb.Payload, error) {
 }
 
 // Store implements converter.StorageDriver.
-func (d *Driver) Store(ctx converter.StorageDriverStoreContext, payloads []*commonpb.Payload) ([]converter.StorageDriverClaim, error) {
-	claims := make([]converter.StorageDriverClaim, len(payloads))
+func (d *driver) Store(ctx converter.StorageDriverStoreContext, payloads []*commonpb.Payload) ([]converter.StorageDriverClaim, error) {
+	refs := make([]converter.StorageDriverClaim, len(payloads))
 	for i, p := range payloads {
 		b, err := encode(p)
 		if err != nil {
 			return nil, fmt.Errorf("blobstore: encode payload: %w", err)
 		}
-		key := Key(b)
+		key := claims.BlobKey(b)
 		err = ctx.GetLimiter().Permit(ctx.Context, p, func() error { return d.store.Put(ctx.Context, key, b) })
 		if err != nil {
 			return nil, fmt.Errorf("blobstore: store %s: %w", key, err)
 		}
-		claims[i] = converter.StorageDriverClaim{ClaimData: map[string]string{"key": key}}
+		refs[i] = converter.StorageDriverClaim{ClaimData: map[string]string{"key": key}}
 	}
-	return claims, nil
+	return refs, nil
 }
 
 // Retrieve implements converter.StorageDriver. A blob whose bytes do not
 // hash to its key is refused.
-func (d *Driver) Retrieve(ctx converter.StorageDriverRetrieveContext, claims []converter.StorageDriverClaim) ([]*commonpb.Payload, error) {
-	out := make([]*commonpb.Payload, len(claims))
-	for i, c := range claims {
+func (d *driver) Retrieve(ctx converter.StorageDriverRetrieveContext, refs []converter.StorageDriverClaim) ([]*commonpb.Payload, error) {
+	out := make([]*commonpb.Payload, len(refs))
+	for i, c := range refs {
 		key := c.ClaimData["key"]
 		var b []byte
 		err := ctx.GetLimiter().Permit(ctx.Context, c, func() error {
@@ -98,7 +98,7 @@ func (d *Driver) Retrieve(ctx converter.StorageDriverRetrieveContext, claims []c
 		if err != nil {
 			return nil, fmt.Errorf("blobstore: retrieve %s: %w", key, err)
 		}
-		if Key(b) != key {
+		if claims.BlobKey(b) != key {
 			return nil, fmt.Errorf("blobstore: blob %s is damaged (its content hashes differently)", key)
 		}
 		p, err := decode(b)
@@ -115,7 +115,7 @@ func (d *Driver) Retrieve(ctx converter.StorageDriverRetrieveContext, claims []c
 // to the store. Give the same value to every client, worker and replayer
 // that reads these runs.
 func ExternalStorage(store Store, threshold int) converter.ExternalStorage {
-	return converter.ExternalStorage{Drivers: []converter.StorageDriver{NewDriver("tulip-blobs", store)}, PayloadSizeThreshold: threshold}
+	return converter.ExternalStorage{Drivers: []converter.StorageDriver{newDriver("tulip-blobs", store)}, PayloadSizeThreshold: threshold}
 }
 
 // Resolve returns the payload p stands for: p itself, or, when p is an
@@ -133,7 +133,7 @@ func Resolve(ctx context.Context, store Store, p *commonpb.Payload) (*commonpb.P
 	if err != nil {
 		return nil, fmt.Errorf("blobstore: retrieve %s: %w", key, err)
 	}
-	if Key(b) != key {
+	if claims.BlobKey(b) != key {
 		return nil, fmt.Errorf("blobstore: blob %s is damaged (its content hashes differently)", key)
 	}
 	return decode(b)

@@ -2,6 +2,8 @@ package blobstore_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -36,13 +38,14 @@ func ExampleMemory() {
 	ctx := context.Background()
 	var m blobstore.Memory
 	data := []byte(`{"rows": 100000}`)
-	key := blobstore.Key(data)
+	sum := sha256.Sum256(data)
+	key := "sha256-" + hex.EncodeToString(sum[:]) // the content address
 	_ = m.Put(ctx, key, data)
 	_ = m.Put(ctx, key, data)
 	got, _ := m.Get(ctx, key)
 	n, _ := m.Stats()
 	fmt.Println(string(got), n)
-	_, err := m.Get(ctx, blobstore.Key([]byte("other")))
+	_, err := m.Get(ctx, "sha256-other")
 	fmt.Println(errors.Is(err, blobstore.ErrNotFound))
 	// Output:
 	// {"rows": 100000} 1

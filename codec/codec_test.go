@@ -6,11 +6,9 @@ import (
 	"crypto/cipher"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -180,13 +178,6 @@ func TestKeyFile(t *testing.T) {
 	require.True(t, errors.As(err, &kfe))
 	assert.Contains(t, err.Error(), "no such file")
 
-	line, err := codec.NewKeyFileLine("2026-12")
-	require.NoError(t, err)
-	f := filepath.Join(t.TempDir(), "keys")
-	require.NoError(t, os.WriteFile(f, []byte(line+"\n"), 0o600))
-	k, err := codec.LoadKeyFile(f)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"2026-12"}, k.KeyIDs())
 }
 
 // The codec-server protocol over real HTTP, with the Web UI's CORS
@@ -342,23 +333,4 @@ func TestDerivedKeysAndLegacyPayloads(t *testing.T) {
 	old.Metadata[codec.MetadataCipher] = []byte("ROT13")
 	_, err = k.Decode([]*commonpb.Payload{old})
 	assert.ErrorContains(t, err, `uses cipher "ROT13"`)
-}
-
-// A key file others can read gets a warning; AppendKeyFileLine writes
-// 0600.
-func TestKeyFileMode(t *testing.T) {
-	dir := t.TempDir()
-	f := filepath.Join(dir, "keys")
-	line, err := codec.NewKeyFileLine("k1")
-	require.NoError(t, err)
-	require.NoError(t, codec.AppendKeyFileLine(f, line))
-	fi, err := os.Stat(f)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	assert.Empty(t, codec.KeyFileWarning(f))
-	require.NoError(t, os.Chmod(f, 0o644))
-	assert.Equal(t, fmt.Sprintf("warning: key file %s has mode 0644: others can read its keys (chmod 600 %s)", f, f), codec.KeyFileWarning(f))
-	k, err := codec.LoadKeyFile(f)
-	require.NoError(t, err, "read all the same")
-	assert.Equal(t, []string{"k1"}, k.KeyIDs())
 }

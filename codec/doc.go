@@ -15,6 +15,6 @@
 // (POST /encode, POST /decode) for the Web UI and the Temporal CLI.
 //
 // A key file holds one key per line, "KEY_ID BASE64_OF_32_BYTES"; blank
-// lines and lines starting with # are ignored. NewKeyFileLine makes a line
-// with a fresh random key.
+// lines and lines starting with # are ignored. `tulip keygen KEY_ID -o FILE`
+// appends a line with a fresh random key to a file of mode 0600.
 package codec

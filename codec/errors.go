@@ -2,8 +2,8 @@ package codec
 
 import "fmt"
 
-// ErrorType is the stable type string of a *KeyError (see Type).
-const ErrorType = "tulip.CodecKey"
+// errorType is the stable type string of a *KeyError (tulip.CodecKey).
+const errorType = "tulip.CodecKey"
 
 // KeyError says why a payload could not be decrypted: its key id is not in
 // the keyring, or the key with that id does not open it (a wrong key under
@@ -27,8 +27,8 @@ func (e *KeyError) Error() string {
 	return fmt.Sprintf("key %q does not decrypt this payload (a different key under the same id, or the payload was altered)", e.KeyID)
 }
 
-// Type is ErrorType.
-func (e *KeyError) Type() string { return ErrorType }
+// Type is its stable type string, "tulip.CodecKey" (tulip.CodecKey).
+func (e *KeyError) Type() string { return errorType }
 
 // KeyFileError is a key file (or key) that cannot be used.
 type KeyFileError struct {

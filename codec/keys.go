@@ -6,7 +6,6 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
@@ -168,7 +167,7 @@ func decodeBase64(s string) ([]byte, error) {
 }
 
 // LoadKeyFile reads and checks a key file (see ParseKeys). A file others
-// may read is read all the same; KeyFileWarning says so.
+// may read is read all the same (tulip warns).
 func LoadKeyFile(path string) (*Keyring, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -185,43 +184,5 @@ func unwrapPath(err error) string {
 	return err.Error()
 }
 
-// NewKeyFileLine returns a key file line "ID BASE64" with a fresh random
-// 32-byte key.
-func NewKeyFileLine(id string) (string, error) {
-	if reason := checkID(id); reason != "" {
-		return "", &KeyFileError{Reason: reason}
-	}
-	secret := make([]byte, KeySize)
-	if _, err := rand.Read(secret); err != nil {
-		return "", err
-	}
-	return id + " " + base64.StdEncoding.EncodeToString(secret), nil
-}
-
 // KeyIDs lists the key ids, the encrypting one first.
 func (k *Keyring) KeyIDs() []string { return append([]string(nil), k.ids...) }
-
-// KeyFileWarning is a one-line warning when the key file at path may be
-// read (or written) by users other than its owner ("" otherwise): keys
-// belong in a file of mode 0600.
-func KeyFileWarning(path string) string {
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm()&0o077 == 0 {
-		return ""
-	}
-	return fmt.Sprintf("warning: key file %s has mode %04o: others can read its keys (chmod 600 %s)", path, fi.Mode().Perm(), path)
-}
-
-// AppendKeyFileLine appends line to the key file at path, creating it with
-// mode 0600 when it does not exist.
-func AppendKeyFileLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return &KeyFileError{File: path, Reason: "cannot be written: " + unwrapPath(err)}
-	}
-	if _, err := fmt.Fprintln(f, line); err != nil {
-		f.Close()
-		return &KeyFileError{File: path, Reason: "cannot be written: " + unwrapPath(err)}
-	}
-	return f.Close()
-}

@@ -28,7 +28,7 @@ import (
 )
 
 // Observer makes spans of tulip's decisions. Set it as
-// worker.Options.Observer.
+// tulip.Options.Observer.
 type Observer struct {
 	tracer trace.Tracer
 }
@@ -38,7 +38,7 @@ var _ agentrun.Observer = (*Observer)(nil)
 // NewObserver returns an Observer that makes its spans with tracer.
 func NewObserver(tracer trace.Tracer) *Observer { return &Observer{tracer: tracer} }
 
-// Decision implements agentrun.Observer: a span "tulip.decision".
+// Decision implements tulip.Observer: a span "tulip.decision".
 func (o *Observer) Decision(d agentrun.Decision) {
 	attrs := []attribute.KeyValue{
 		attribute.String("temporal.workflow_id", d.WorkflowID),
@@ -97,7 +97,7 @@ func spanToolName(name string) string {
 	return name[:cut] + "…"
 }
 
-// ModelCall implements agentrun.Observer: a span "tulip.model" from the
+// ModelCall implements tulip.Observer: a span "tulip.model" from the
 // call's scheduling to its answer.
 func (o *Observer) ModelCall(m agentrun.ModelCall) {
 	_, span := o.tracer.Start(context.Background(), "tulip.model", trace.WithTimestamp(m.Start),

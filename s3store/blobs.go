@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/internal/claims"
 )
 
 // MaxBlobBytes bounds a blob Get reads: a larger object is an error, never
@@ -78,7 +79,7 @@ func (s *BlobStore) Get(ctx context.Context, k string) ([]byte, error) {
 	if len(b) > MaxBlobBytes {
 		return nil, fmt.Errorf("s3store: blob %s is over %d bytes", key, MaxBlobBytes)
 	}
-	if blobstore.Key(b) != k {
+	if claims.BlobKey(b) != k {
 		return nil, fmt.Errorf("s3store: blob %s does not hash to its key (torn or altered)", key)
 	}
 	return b, nil

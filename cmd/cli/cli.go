@@ -26,6 +26,7 @@ import (
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/keyfile"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
@@ -263,7 +264,7 @@ func (e *env) keys(flagValue string) (*codec.Keyring, error) {
 	if err != nil {
 		return nil, err // the one line
 	}
-	if w := codec.KeyFileWarning(path); w != "" {
+	if w := keyfile.Warning(path); w != "" {
 		e.progress("%s", w)
 	}
 	return keys, nil

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/internal/keyfile"
 )
 
 // codecServer is a codec endpoint on loopback (or the host given).
@@ -103,7 +104,7 @@ func (e *env) keygen(args []string) error {
 	if fs.NArg() != 1 {
 		return usageError{"usage: tulip keygen KEY_ID [-o keys.txt]"}
 	}
-	line, err := codec.NewKeyFileLine(fs.Arg(0))
+	line, err := keyfile.NewLine(fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -111,10 +112,10 @@ func (e *env) keygen(args []string) error {
 		fmt.Fprintln(e.stdout, line)
 		return nil
 	}
-	if err := codec.AppendKeyFileLine(*out, line); err != nil {
+	if err := keyfile.Append(*out, line); err != nil {
 		return err
 	}
-	if w := codec.KeyFileWarning(*out); w != "" {
+	if w := keyfile.Warning(*out); w != "" {
 		e.progress("%s", w)
 	}
 	e.progress("added key %q to %s", fs.Arg(0), *out)

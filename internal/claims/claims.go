@@ -3,6 +3,8 @@
 package claims
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -46,4 +48,11 @@ func Parse(p *commonpb.Payload) (c Claim, ok bool) {
 		return Claim{Driver: legacy.DriverName, Data: legacy.DriverClaim.ClaimData}, true
 	}
 	return Claim{}, false
+}
+
+// BlobKey is the content address of a blob's bytes, under which tulip's
+// blob stores keep it: "sha256-" and the hex of its SHA-256.
+func BlobKey(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256-" + hex.EncodeToString(sum[:])
 }

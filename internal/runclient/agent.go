@@ -549,3 +549,14 @@ func (e *OptionError) Error() string { return "agent: Options." + e.Field + " is
 
 // Kind is the error's tulip kind.
 func (e *OptionError) Kind() tulip.ErrorKind { return tulip.BadInput }
+
+// TestEnvError is an option the SDK's test environment cannot serve
+// (kind tulip.BadInput): Why says what to use instead.
+type TestEnvError struct{ Field, Why string }
+
+func (e *TestEnvError) Error() string {
+	return "agent: RunTest: Options." + e.Field + ": " + e.Why
+}
+
+// Kind is the error's tulip kind.
+func (e *TestEnvError) Kind() tulip.ErrorKind { return tulip.BadInput }
