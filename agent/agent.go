@@ -89,8 +89,23 @@ type Options struct {
 	ClientTools []tulip.ToolSpec
 }
 
-// StreamOptions choose what a run streams live.
-type StreamOptions = agentrun.StreamOptions
+// StreamOptions choose what a run streams live (docs/protocol.md, "Live
+// runs"). The zero value streams every decision, and each answer whole
+// once the model returns.
+type StreamOptions struct {
+	// Off turns the stream off: no handlers, no items.
+	Off bool `json:"off,omitempty"`
+	// Text streams the model's answer as it is generated (pieces sent by
+	// the model activity by signal: one history event per batch). Zero:
+	// off.
+	Text bool `json:"text,omitempty"`
+	// BatchMillis is the interval of those batches. Zero: 300.
+	BatchMillis int `json:"batch_ms,omitempty"`
+	// Content adds each call's arguments and result (or error) to its
+	// CallItem, each up to 64 KiB. Zero: off (items carry no arguments or
+	// results).
+	Content bool `json:"content,omitempty"`
+}
 
 // Run is a handle on a started run. A run that continues as new keeps its
 // handle: every method follows the chain to its newest run. A Run is safe
@@ -105,7 +120,7 @@ type Run struct {
 func Start(ctx context.Context, c client.Client, opts Options) (*Run, error) {
 	h, err := runclient.Start(ctx, c, opts.runOptions())
 	if err != nil {
-		return nil, err
+		return nil, publicError(err)
 	}
 	return &Run{c: c, h: h}, nil
 }
@@ -117,7 +132,7 @@ func (opts Options) runOptions() runclient.RunOptions {
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns,
 		Limits:          dedup.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxArgumentDepth},
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
-		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
+		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: (*agentrun.StreamOptions)(opts.Stream),
 		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout,
 		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools}
 }
@@ -143,12 +158,16 @@ func (r *Run) RunID() string { return r.h.RunID }
 func (r *Run) Await(ctx context.Context) (*Result, error) {
 	res, err := runclient.Await(ctx, r.c, r.h, r.answered)
 	if res == nil {
-		return nil, err
+		return nil, publicError(err)
 	}
 	if terr := r.whole(ctx, res); terr != nil && err == nil {
 		return nil, terr
 	}
-	return res, err
+	out, cerr := result(res)
+	if cerr != nil {
+		return nil, cerr
+	}
+	return out, publicError(err)
 }
 
 // State returns the run's state so far (a running run's too), its trace
@@ -156,13 +175,16 @@ func (r *Run) Await(ctx context.Context) (*Result, error) {
 func (r *Run) State(ctx context.Context) (*Result, error) {
 	res, err := runclient.State(ctx, r.c, r.h)
 	if err != nil {
+		return nil, publicError(err)
+	}
+	if err := r.whole(ctx, res); err != nil {
 		return nil, err
 	}
-	return res, r.whole(ctx, res)
+	return result(res)
 }
 
 // whole resolves res's trace: the lines earlier runs of the chain hold.
-func (r *Run) whole(ctx context.Context, res *Result) error {
+func (r *Run) whole(ctx context.Context, res *agentrun.RunResult) error {
 	if res.TraceFrom == 0 && len(res.TraceParts) == 0 {
 		return nil
 	}
@@ -181,19 +203,28 @@ func (r *Run) whole(ctx context.Context, res *Result) error {
 // effect once (ResumeResult.Duplicate). After it, Await waits for the
 // run's next interrupt or its answer.
 func (r *Run) Resume(ctx context.Context, in ResumeInput) (ResumeResult, error) {
-	out, err := runclient.Resume(ctx, r.c, r.h.WorkflowID, in)
-	if err == nil {
-		r.answered = out.InterruptID
+	rin, err := recode[agentrun.ResumeInput](in)
+	if err != nil {
+		return ResumeResult{}, err
 	}
-	return out, err
+	out, err := runclient.Resume(ctx, r.c, r.h.WorkflowID, rin)
+	if err != nil {
+		return ResumeResult{}, publicError(err)
+	}
+	r.answered = out.InterruptID
+	return ResumeResult{InterruptID: out.InterruptID, Duplicate: out.Duplicate}, nil
 }
 
 // ResumeBySignal sends the resume as a signal, for callers that cannot
 // send updates. It must name its interrupt; a run drops an invalid one
 // (a signal cannot answer), so prefer Resume.
 func (r *Run) ResumeBySignal(ctx context.Context, in ResumeInput) error {
-	if err := runclient.ResumeBySignal(ctx, r.c, r.h.WorkflowID, in); err != nil {
+	rin, err := recode[agentrun.ResumeInput](in)
+	if err != nil {
 		return err
+	}
+	if err := runclient.ResumeBySignal(ctx, r.c, r.h.WorkflowID, rin); err != nil {
+		return publicError(err)
 	}
 	r.answered = in.InterruptID
 	return nil
@@ -201,7 +232,13 @@ func (r *Run) ResumeBySignal(ctx context.Context, in ResumeInput) error {
 
 // Log returns the run's execution log (open or closed), every record in
 // full.
-func (r *Run) Log(ctx context.Context) ([]Record, error) { return runclient.Log(ctx, r.c, r.h) }
+func (r *Run) Log(ctx context.Context) ([]Record, error) {
+	recs, err := runclient.Log(ctx, r.c, r.h)
+	if err != nil {
+		return nil, publicError(err)
+	}
+	return recode[[]Record](recs)
+}
 
 // Trace returns the run's trace lines, whole: one per settled call, with
 // its outcome (executed, served, cancelled, ...).
@@ -223,7 +260,11 @@ func Thread(ctx context.Context, c client.Client, threadID string) (*tulip.Threa
 // ThreadLog returns the execution log an agent ("" for the default one)
 // left on a thread.
 func ThreadLog(ctx context.Context, c client.Client, threadID, agentName string) ([]Record, error) {
-	return runclient.ThreadLog(ctx, c, threadID, agentName)
+	recs, err := runclient.ThreadLog(ctx, c, threadID, agentName)
+	if err != nil {
+		return nil, publicError(err)
+	}
+	return recode[[]Record](recs)
 }
 
 // Approve answers interrupt id: the held calls run, the interrupted one

@@ -1,75 +1,271 @@
 package agent
 
 import (
-	"github.com/tulip-temporal/tulip/internal/agentrun"
-	"github.com/tulip-temporal/tulip/internal/dedup"
-	"github.com/tulip-temporal/tulip/internal/runclient"
+	"encoding/json"
+
+	"github.com/tulip-temporal/tulip"
 )
 
-// Result is a run's result: its status, answer, trace, interrupt (when
-// interrupted) and the thread's state after it.
-type Result = agentrun.RunResult
+// Result is a run's result, or its state so far (Run.State).
+type Result struct {
+	// Status is Running, Interrupted, Completed or Failed.
+	Status string `json:"status"`
+	// Agent is the agent that ran ("" the default one).
+	Agent string `json:"agent"`
+	// ThreadID is the run's thread ("" for a run on none).
+	ThreadID string `json:"thread_id,omitempty"`
+	// Answer is the model's final answer (Completed).
+	Answer string `json:"answer,omitempty"`
+	// Turns counts the model responses the run took.
+	Turns int `json:"turns"`
+	// Trace is every settled call of the run, in order: also the lines
+	// earlier runs of a continued chain hold.
+	Trace []TraceLine `json:"trace"`
+	// Interrupt is the run's question, when Status is Interrupted.
+	Interrupt *Interrupt `json:"interrupt,omitempty"`
+	// Error is the failure, when Status is Failed.
+	Error string `json:"error,omitempty"`
+	// Checkpoint is the thread's state after this run (thread runs).
+	Checkpoint *tulip.ThreadState `json:"checkpoint,omitempty"`
+	// ContinuedAsNew counts the times the run continued as new.
+	ContinuedAsNew int `json:"continued_as_new,omitempty"`
+	// State is the thread's state after this run, by reference (thread
+	// runs): what the thread's next run loads.
+	State *tulip.ThreadState `json:"state,omitempty"`
+	// Summary counts the run's calls by outcome.
+	Summary map[Outcome]int `json:"summary,omitempty"`
+	// Usage sums the tokens of every model response the run took
+	// (resumes and continue-as-new included); nil when the model reported
+	// none.
+	Usage *tulip.Usage `json:"usage,omitempty"`
+	// ClientTools names the run's client tools (Options.ClientTools): a
+	// trace line of one of them is a call the caller ran.
+	ClientTools []string `json:"client_tools,omitempty"`
+	// StoreError: the run's save to the worker's thread store failed, so
+	// the run completed with its answer and history alone holds its
+	// state; the thread's next run reads it there, and saves again.
+	StoreError string `json:"store_error,omitempty"`
+}
 
 // The statuses of a Result.
 const (
-	Running     = agentrun.StatusRunning
-	Interrupted = agentrun.StatusInterrupted
-	Completed   = agentrun.StatusCompleted
-	Failed      = agentrun.StatusFailed
+	Running     = "running"
+	Interrupted = "interrupted"
+	Completed   = "completed"
+	Failed      = "failed"
 )
 
-// TraceLine is one settled tool call: its turn, tool, arguments, outcome,
-// result, downstream key, and for a served call the line it was served
-// from.
-type TraceLine = agentrun.TraceLine
+// TraceLine is one settled tool call.
+type TraceLine struct {
+	// Turn is the model response (1-based, in its run) the call came from.
+	Turn int `json:"turn"`
+	// CallID is the model's tool-call id; Tool the tool's name.
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Arguments are the arguments as compared (after the hooks); null for
+	// a rejected call.
+	Arguments json.RawMessage `json:"arguments"`
+	// Outcome is how the call was settled.
+	Outcome Outcome `json:"outcome"`
+	// Result is the call's JSON result, and Error its failure, when it has
+	// one.
+	Result json.RawMessage `json:"result"`
+	Error  *string         `json:"error"`
+	// ServedFrom is the log record (Record.Seq) a served call was served
+	// from, and Relation the rule it matched under: "earlier_turn" or
+	// "same_response".
+	ServedFrom *int   `json:"served_from,omitempty"`
+	Relation   string `json:"relation,omitempty"`
+	// Key is the downstream idempotency key of an execution.
+	Key string `json:"key,omitempty"`
+	// NearMiss, on a call whose body ran although its tool already had
+	// records, names the nearest record and why it did not serve the call
+	// (docs/rules.md, "Why did it run again?").
+	NearMiss *NearMiss `json:"near_miss,omitempty"`
+}
+
+// NearMiss names the log record nearest to a call that ran, and why it
+// did not serve it.
+type NearMiss struct {
+	// Record is the nearest record's Seq, and CallID its call (trace
+	// lines).
+	Record int    `json:"record"`
+	CallID string `json:"call_id,omitempty"`
+	// Reason is "arguments", "not_idempotent", "after_resume",
+	// "same_response" or "hook".
+	Reason string `json:"reason"`
+	// Differences, for "arguments" (and "hook"), are the first few places
+	// the arguments differ by the value model: a JSON Pointer, the
+	// record's value and the call's (a member one side lacks has no Was or
+	// no Now). Trace lines only.
+	Differences []struct {
+		Path string          `json:"path"`
+		Was  json.RawMessage `json:"was,omitempty"`
+		Now  json.RawMessage `json:"now,omitempty"`
+	} `json:"differences,omitempty"`
+	// Distance is how many values differ (trace lines).
+	Distance int `json:"distance,omitempty"`
+	// Paths are the JSON Pointers that differ, without values (a stream's
+	// CallItem).
+	Paths []string `json:"paths,omitempty"`
+}
 
 // Outcome is how a call was settled.
-type Outcome = agentrun.Outcome
+type Outcome string
 
 // The outcomes. On the wire (JSON, docs/scenarios.md) Served is spelled
 // "cached", as clients already read it.
 const (
-	Executed  = agentrun.OutcomeExecuted
-	Served    = agentrun.OutcomeCached
-	Cancelled = agentrun.OutcomeCancelled
-	Held      = agentrun.OutcomeHeld
-	Dangling  = agentrun.OutcomeDangling
-	Dropped   = agentrun.OutcomeDropped
-	Rejected  = agentrun.OutcomeRejected
+	Executed  Outcome = "executed"
+	Served    Outcome = "cached"
+	Cancelled Outcome = "cancelled"
+	Held      Outcome = "held"
+	Dangling  Outcome = "dangling"
+	Dropped   Outcome = "dropped"
+	Rejected  Outcome = "rejected"
 )
 
-// Record is one entry of an execution log: a call's tool, canonical
-// arguments, outcome and downstream key.
-type Record = dedup.Record
+// Record is one entry of an execution log.
+type Record struct {
+	// Seq is the record's position in the log, from 0.
+	Seq int `json:"seq"`
+	// Tool is the tool's name.
+	Tool string `json:"tool"`
+	// Arguments is the argument text compared: after the hooks for
+	// executed and served records, the model's own for cancelled ones.
+	Arguments string `json:"arguments"`
+	// Response numbers the model response the call came from, across the
+	// whole log; Turn is the 1-based response within its run, Run that
+	// workflow run.
+	Response int    `json:"response"`
+	Run      string `json:"run,omitempty"`
+	Turn     int    `json:"turn"`
+	// CallID is the model's tool-call id.
+	CallID string `json:"call_id"`
+	// Origin is "executed", "served" or "cancelled".
+	Origin string `json:"origin"`
+	// Result is the body's JSON result, when it succeeded.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error is the failure (or the cancel's message), when there is one:
+	// its stable type and message.
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+	// ServedFrom is the Seq of the record a served call was served from,
+	// and Relation the rule it matched under.
+	ServedFrom *int   `json:"served_from,omitempty"`
+	Relation   string `json:"relation,omitempty"`
+	// Key is the downstream idempotency key the execution carried.
+	Key string `json:"key,omitempty"`
+	// NearMiss, on an executed record of a tool that already had records,
+	// names the nearest of them and why it did not serve the call.
+	NearMiss *NearMiss `json:"near_miss,omitempty"`
+}
 
-// Interrupt is a paused run's question: its id, the hook and reason, and
-// the held calls.
-type Interrupt = agentrun.Interrupt
+// Interrupt is a paused run's question.
+type Interrupt struct {
+	// ID names the interrupt; a resume answers it by ID.
+	ID string `json:"id"`
+	// Turn is the model response whose call was interrupted.
+	Turn int `json:"turn"`
+	// Hook is the hook that interrupted (ClientToolsHook for client
+	// tools), and Reason its reason.
+	Hook   string `json:"hook"`
+	Reason string `json:"reason"`
+	// Held are the calls held: the interrupted call and the rest of its
+	// response, as the model emitted them.
+	Held []tulip.ToolCall `json:"held"`
+}
 
-// ResumeInput answers an interrupt (Approve and Decline make one).
-type ResumeInput = agentrun.ResumeInput
+// ResumeInput answers an interrupt (Approve, Decline and ClientResults
+// make one).
+type ResumeInput struct {
+	// InterruptID names the interrupt answered. Empty means the current
+	// one (by update only; a signal must name it).
+	InterruptID string `json:"interrupt_id,omitempty"`
+	// Answer is given to the model.
+	Answer string `json:"answer"`
+	// PerformDangling runs the held calls (unmatched, unrecorded); without
+	// it they do not run. The interrupted call runs with the arguments its
+	// held line showed; the later ones go through the hooks and are not
+	// held again.
+	PerformDangling bool `json:"perform_dangling"`
+	// Results answer an interrupt of ClientToolsHook: one for each held
+	// call, recorded as its outcome. Such a resume takes no Answer and no
+	// PerformDangling; any other takes no Results.
+	Results []ToolResult `json:"results,omitempty"`
+}
 
-// ToolResult is a client tool's result for one held call (ClientResults):
-// Output is JSON text, or any text (a JSON string then); IsError makes it
-// the call's error.
-type ToolResult = agentrun.ToolResult
+// ToolResult is a client tool's result for one held call.
+type ToolResult struct {
+	// CallID is the held call's id.
+	CallID string `json:"call_id"`
+	// Output is JSON text (the result as that value), or any text (a JSON
+	// string then).
+	Output string `json:"output"`
+	// IsError makes Output the call's error (its message).
+	IsError bool `json:"is_error,omitempty"`
+}
 
 // ClientToolsHook is the Hook of an interrupt that waits for the client
 // tools' results (Options.ClientTools).
-const ClientToolsHook = agentrun.ClientToolsHook
+const ClientToolsHook = "client_tools"
 
 // ResumeResult is what a resume did.
-type ResumeResult = agentrun.ResumeResult
+type ResumeResult struct {
+	// InterruptID is the interrupt answered.
+	InterruptID string `json:"interrupt_id"`
+	// Duplicate: the interrupt was already answered; nothing happened.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
 
 // ThreadBusyError: a run is already open on the thread (kind
 // tulip.ThreadBusy).
-type ThreadBusyError = runclient.ThreadBusyError
+type ThreadBusyError struct {
+	// ThreadID is the thread, RunID its open run.
+	ThreadID string
+	RunID    string
+}
+
+func (e *ThreadBusyError) Error() string { return e.err().Error() }
+
+// Kind is tulip.ThreadBusy.
+func (e *ThreadBusyError) Kind() tulip.ErrorKind { return tulip.ThreadBusy }
 
 // NotInterruptedError: a resume for a run that is closed (kind
 // tulip.NotInterrupted).
-type NotInterruptedError = runclient.NotInterruptedError
+type NotInterruptedError struct {
+	// WorkflowID is the run's workflow ID.
+	WorkflowID string
+}
+
+func (e *NotInterruptedError) Error() string { return e.err().Error() }
+
+// Kind is tulip.NotInterrupted.
+func (e *NotInterruptedError) Kind() tulip.ErrorKind { return tulip.NotInterrupted }
 
 // RunFailedError: the run failed, or was terminated, timed out or
 // cancelled. Its kind (tulip.KindOf) is the failure's; Result holds the
 // run's trace when it left one.
-type RunFailedError = runclient.RunFailedError
+type RunFailedError struct {
+	// Result is the run's result when it left one (its trace, its error).
+	Result *Result
+	// Err is the failure as the SDK returned it.
+	Err error
+	msg string
+}
+
+func (e *RunFailedError) Error() string { return e.msg }
+
+// Unwrap is Err.
+func (e *RunFailedError) Unwrap() error { return e.Err }
+
+// Kind is the failure's tulip kind: its type when tulip raised it, else
+// tulip.RunFailed.
+func (e *RunFailedError) Kind() tulip.ErrorKind {
+	if k := tulip.KindOf(e.Err); k != "" {
+		return k
+	}
+	return tulip.RunFailed
+}

@@ -2,9 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
-	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
 
@@ -21,12 +21,50 @@ type Event struct {
 // CallItem is a call decision as the stream carries it: its turn, call
 // id, tool, outcome, and (when the run streams content) its arguments and
 // result.
-type CallItem = agentrun.CallItem
+type CallItem struct {
+	// Turn is the model response the call came from; CallID and Tool the
+	// call.
+	Turn   int    `json:"turn"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Outcome is how it was settled (a held call has a second item once
+	// the resume settles it).
+	Outcome Outcome `json:"outcome"`
+	// ServedFrom and Relation, for a served call (as in TraceLine).
+	ServedFrom *int   `json:"served_from,omitempty"`
+	Relation   string `json:"relation,omitempty"`
+	// KeyHash is the first 16 hex digits of the SHA-256 of the downstream
+	// key.
+	KeyHash string `json:"key_hash,omitempty"`
+	// Failed says the outcome is an error.
+	Failed bool `json:"failed,omitempty"`
+	// NearMiss, for a call that ran although its tool had records: the
+	// record, the reason and the Paths that differ (no values).
+	NearMiss *NearMiss `json:"near_miss,omitempty"`
+	// Arguments, Result and Error, with StreamOptions.Content.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *string         `json:"error,omitempty"`
+	// CutBytes, with Content: the size of an argument or result text left
+	// out for being over the limit.
+	CutBytes int `json:"cut_bytes,omitempty"`
+}
 
 // TextItem is a piece of the model's answer: Delta in order by Seq, then
 // one item with Done naming the attempt whose answer the run took (keep
 // that attempt's pieces; when Done's Delta is set it is the whole answer).
-type TextItem = activities.TextItem
+type TextItem struct {
+	// Turn is the model response; Attempt the model activity's attempt
+	// that sent the piece; Seq the piece's place, from 0.
+	Turn    int `json:"turn"`
+	Attempt int `json:"attempt"`
+	Seq     int `json:"seq"`
+	// Delta is the piece of text (the whole answer in a Done item, when
+	// set).
+	Delta string `json:"delta,omitempty"`
+	// Done ends the turn's text.
+	Done bool `json:"done,omitempty"`
+}
 
 // Watch reads the run's live stream from offset from (0: the oldest item
 // kept) and calls fn with each event, in order, until the run's chain

@@ -17,8 +17,11 @@ func (k *Keyring) ClientOptions(opts *client.Options) {
 
 // Converters are what ClientOptions sets, for options that are not
 // client.Options (a replayer's, say): k.DataConverter(parent), and
-// FailureConverter over it with EncodeCommonAttributes.
+// the SDK's default failure converter over it with EncodeCommonAttributes
+// (none for a nil Keyring), except that a failure whose encoded attributes
+// cannot be decrypted reads as the *KeyError's text, naming the key id,
+// instead of the SDK's placeholder "Encoded failure".
 func (k *Keyring) Converters(parent converter.DataConverter) (converter.DataConverter, converter.FailureConverter) {
 	dc := k.DataConverter(parent)
-	return dc, FailureConverter(dc, true)
+	return dc, failureConverterOver(dc, k != nil)
 }

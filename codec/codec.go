@@ -47,7 +47,12 @@ var _ converter.PayloadCodec = (*Keyring)(nil)
 // a payload's content. The codec server's /encode would let its caller test
 // guesses (encrypt a guess, compare it with stored bytes), so it is off
 // unless asked for (HandlerOptions.AllowEncode).
+//
+// A nil Keyring holds no keys: it writes payloads unchanged.
 func (k *Keyring) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	if k == nil {
+		return payloads, nil
+	}
 	id := k.ids[0]
 	aead := k.aead[id]
 	out := make([]*commonpb.Payload, len(payloads))
@@ -73,8 +78,18 @@ func (k *Keyring) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, err
 
 // Decode decrypts payloads this codec encrypted, with the key their
 // metadata names; others pass through unchanged. A payload it cannot open
-// gives a *KeyError naming the key id, never a garbled value.
+// gives a *KeyError naming the key id, never a garbled value. A nil
+// Keyring refuses every encrypted payload with a *KeyError naming its key
+// (NoKeys set), instead of the SDK's "no converter for encoding" error.
 func (k *Keyring) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	if k == nil {
+		for _, p := range payloads {
+			if string(p.GetMetadata()[converter.MetadataEncoding]) == Encoding {
+				return nil, &KeyError{KeyID: string(p.GetMetadata()[MetadataKeyID]), Unknown: true, NoKeys: true}
+			}
+		}
+		return payloads, nil
+	}
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		if string(p.GetMetadata()[converter.MetadataEncoding]) != Encoding {
@@ -115,7 +130,9 @@ func (k *Keyring) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, err
 // payload it writes is encrypted and every encrypted payload it reads is
 // decrypted. In workflow code a payload it cannot decrypt fails the
 // workflow task, not the run: Temporal retries the task, and the run goes
-// on once a worker with the key takes it.
+// on once a worker with the key takes it. A nil Keyring's converter (for
+// a client that holds no keys) writes plain payloads and names the key of
+// an encrypted one it reads.
 func (k *Keyring) DataConverter(parent converter.DataConverter) converter.DataConverter {
 	if parent == nil {
 		parent = converter.GetDefaultDataConverter()

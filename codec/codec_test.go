@@ -260,12 +260,13 @@ func TestHandler(t *testing.T) {
 	assert.Contains(t, string(b), `key "k1"`)
 }
 
-// Without keys, an encrypted payload is refused naming its key id; plain
-// payloads pass.
-func TestDetect(t *testing.T) {
+// Without keys (a nil Keyring), an encrypted payload is refused naming its
+// key id; plain payloads pass, and are written plain.
+func TestNoKeys(t *testing.T) {
 	enc, err := ring(t, key("k9", 1)).DataConverter(nil).ToPayload("secret")
 	require.NoError(t, err)
-	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec.Detect())
+	var none *codec.Keyring
+	dc := none.DataConverter(nil)
 	var s string
 	var ke *codec.KeyError
 	err = dc.FromPayload(enc, &s)
@@ -283,15 +284,14 @@ func TestDetect(t *testing.T) {
 // id instead of the SDK's "Encoded failure".
 func TestFailureMessages(t *testing.T) {
 	k1, k2 := ring(t, key("k1", 1)), ring(t, key("k2", 2))
-	fc1 := codec.FailureConverter(k1.DataConverter(nil), true)
+	_, fc1 := k1.Converters(nil)
 	f := fc1.ErrorToFailure(temporal.NewApplicationError("refund of ord-4821 declined", "billing.Declined"))
 	assert.NotContains(t, f.GetMessage(), "ord-4821")
 	assert.Contains(t, fc1.FailureToError(f).Error(), "refund of ord-4821 declined")
 
-	for _, fc := range []converter.FailureConverter{
-		codec.FailureConverter(k2.DataConverter(nil), true),
-		codec.FailureConverter(codec.DetectDataConverter(nil), false),
-	} {
+	_, fc2 := k2.Converters(nil)
+	_, fcNone := (*codec.Keyring)(nil).Converters(nil)
+	for _, fc := range []converter.FailureConverter{fc2, fcNone} {
 		err := fc.FailureToError(f)
 		assert.Contains(t, err.Error(), `key "k1"`)
 		assert.NotContains(t, err.Error(), "Encoded failure")

@@ -13,7 +13,7 @@ type KeyError struct {
 	KeyID string
 	// Unknown is true when the keyring holds no key with that id.
 	Unknown bool
-	// NoKeys is true when no key file was given at all (see Detect).
+	// NoKeys is true when no key was given at all (a nil Keyring).
 	NoKeys bool
 }
 

@@ -9,12 +9,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// FailureConverter is the SDK's default failure converter over dc (with
-// EncodeCommonAttributes when encode is set: messages and stack traces go
-// into an encrypted payload), except that a failure whose encoded
-// attributes cannot be decrypted reads as the *KeyError's text, naming the
-// key id, instead of the SDK's placeholder "Encoded failure".
-func FailureConverter(dc converter.DataConverter, encode bool) converter.FailureConverter {
+// failureConverterOver is the SDK's default failure converter over dc
+// (with EncodeCommonAttributes when encode is set), reading an encoded
+// failure it cannot decrypt as the *KeyError's text (Converters).
+func failureConverterOver(dc converter.DataConverter, encode bool) converter.FailureConverter {
 	return &failureConverter{
 		FailureConverter: temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc, EncodeCommonAttributes: encode}),
 		dc:               dc,

@@ -324,7 +324,7 @@ func (e *env) fetchHistory(s *session, workflowID, runID string, encoded bool) (
 	case s.keys == nil && !encoded:
 		// Without the key the file would hold ciphertext while it says
 		// nothing: refuse, naming the key (or write it as stored).
-		if err := workerplugin.CheckKeys(e.ctx, hist, codec.Detect(), nil); err != nil {
+		if err := workerplugin.CheckKeys(e.ctx, hist, (*codec.Keyring)(nil), nil); err != nil {
 			return nil, fmt.Errorf("history of %s: %v (or --encoded to write it as stored)", workflowID, err)
 		}
 	}

@@ -310,7 +310,7 @@ func (a *apiServer) answer(ctx context.Context, tenant string, id respID, in tur
 	if state.Status != agent.Interrupted || state.Interrupt == nil {
 		return nil, respID{}, &agent.NotInterruptedError{WorkflowID: run.ID()}
 	}
-	next := respID{Thread: id.Thread, Run: id.Run, Lines: int64(state.TraceFrom + len(state.Trace))}
+	next := respID{Thread: id.Thread, Run: id.Run, Lines: int64(len(state.Trace))} // whole: the chain's every line
 	next.BaseIn, next.BaseOut, _ = runTokens(state)
 	next.From = a.offset(ctx, run)
 	var resume agent.ResumeInput
@@ -333,7 +333,7 @@ func (a *apiServer) answer(ctx context.Context, tenant string, id respID, in tur
 		}
 		resume = agent.ResumeInput{InterruptID: state.Interrupt.ID}
 		for _, r := range in.results {
-			resume.Results = append(resume.Results, agentrun.ToolResult{CallID: r.call.Call, Output: r.output})
+			resume.Results = append(resume.Results, agent.ToolResult{CallID: r.call.Call, Output: r.output})
 		}
 	}
 	if _, err := run.Resume(ctx, resume); err != nil {
@@ -527,7 +527,7 @@ func (a *apiServer) outputItems(m respMeta, res *agent.Result) []any {
 		approval = res.Interrupt.ID
 	}
 	for i, l := range res.Trace {
-		if int64(res.TraceFrom+i) < m.id.Lines || isClientCall(res, l) {
+		if int64(i) < m.id.Lines || isClientCall(res, l) {
 			continue
 		}
 		ap := ""

@@ -54,8 +54,8 @@ func (o *servedButRan) ModelCall(agentrun.ModelCall) {}
 // payloads as written).
 func converters(keyFile string) (converter.DataConverter, converter.FailureConverter, error) {
 	if keyFile == "" {
-		dc := codec.DetectDataConverter(nil)
-		return dc, codec.FailureConverter(dc, false), nil
+		dc, fc := (*codec.Keyring)(nil).Converters(nil) // no keys: names an encrypted payload's key
+		return dc, fc, nil
 	}
 	keys, err := codec.LoadKeyFile(keyFile)
 	if err != nil {

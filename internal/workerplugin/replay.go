@@ -92,14 +92,13 @@ func ReplayHistories(opts Options, ro ReplayOptions, files ...string) error {
 		return err
 	}
 	ropts := ro.Replayer
-	var pc converter.PayloadCodec = codec.Detect()
+	var pc converter.PayloadCodec = (*codec.Keyring)(nil) // no keys
 	switch {
 	case ro.Keys != nil:
 		ropts.DataConverter, ropts.FailureConverter = ro.Keys.Converters(ropts.DataConverter)
 		pc = ro.Keys
 	case ropts.DataConverter == nil:
-		ropts.DataConverter = codec.DetectDataConverter(nil)
-		ropts.FailureConverter = codec.FailureConverter(ropts.DataConverter, false)
+		ropts.DataConverter, ropts.FailureConverter = (*codec.Keyring)(nil).Converters(nil)
 	}
 	if ro.Blobs != nil && len(ropts.ExternalStorage.Drivers) == 0 {
 		ropts.ExternalStorage = blobstore.ExternalStorage(ro.Blobs, 0)
@@ -150,7 +149,7 @@ func loadHistory(file string) (*historypb.History, error) {
 }
 
 // CheckKeys decodes every payload of hist with pc (a codec.Keyring, or
-// codec.Detect() for none), the blobs its references name read from blobs
+// a nil *codec.Keyring for none), the blobs its references name read from blobs
 // (nil: references are not followed), and returns the first
 // *codec.KeyError: a payload encrypted with a key pc does not hold.
 func CheckKeys(ctx context.Context, hist *historypb.History, pc converter.PayloadCodec, blobs blobstore.Store) error {

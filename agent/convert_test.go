@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+)
+
+// The package's constants are the wire's, as the workflow spells them.
+func TestConstantsAreTheWires(t *testing.T) {
+	assert.Equal(t, agentrun.StatusRunning, Running)
+	assert.Equal(t, agentrun.StatusInterrupted, Interrupted)
+	assert.Equal(t, agentrun.StatusCompleted, Completed)
+	assert.Equal(t, agentrun.StatusFailed, Failed)
+	assert.Equal(t, agentrun.ClientToolsHook, ClientToolsHook)
+	for pub, in := range map[Outcome]agentrun.Outcome{Executed: agentrun.OutcomeExecuted, Served: agentrun.OutcomeCached,
+		Cancelled: agentrun.OutcomeCancelled, Held: agentrun.OutcomeHeld, Dangling: agentrun.OutcomeDangling,
+		Dropped: agentrun.OutcomeDropped, Rejected: agentrun.OutcomeRejected} {
+		assert.Equal(t, string(in), string(pub))
+	}
+}
+
+// A result crosses from the internal client whole: every JSON member the
+// run wrote is in the public value's JSON, except the internal ones a
+// whole result has resolved (where its trace lines are, a served result's
+// message number).
+func TestResultKeepsEveryField(t *testing.T) {
+	one, msg := 1, "boom"
+	nm := &dedup.NearMiss{Record: 2, CallID: "c0", Reason: dedup.ReasonArguments, Distance: 1,
+		Differences: []dedup.Difference{{Path: "/amount", Was: json.RawMessage(`120`), Now: json.RawMessage(`130`)}}}
+	in := &agentrun.RunResult{Status: agentrun.StatusInterrupted, Agent: "a", ThreadID: "t", Answer: "x", Turns: 3,
+		Trace: []agentrun.TraceLine{{Turn: 1, CallID: "c1", Tool: "refund", Arguments: json.RawMessage(`{"a":1}`),
+			Outcome: agentrun.OutcomeCached, Result: json.RawMessage(`"ok"`), Error: &msg, ServedFrom: &one,
+			Relation: dedup.EarlierTurn, Key: "k", NearMiss: nm}},
+		Interrupt: &agentrun.Interrupt{ID: "i", Turn: 2, Hook: "h", Reason: "r"},
+		Error:     "e", ContinuedAsNew: 2, Summary: map[agentrun.Outcome]int{agentrun.OutcomeCached: 1},
+		ClientTools: []string{"ct"}, StoreError: "s"}
+	out, err := result(in)
+	require.NoError(t, err)
+	assert.Equal(t, Served, out.Trace[0].Outcome)
+	assert.Equal(t, "/amount", out.Trace[0].NearMiss.Differences[0].Path)
+	assert.Equal(t, "earlier_turn", out.Trace[0].Relation)
+
+	members := func(v any) map[string]any {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		return m
+	}
+	assert.Equal(t, members(in), members(out))
+
+	rec := dedup.Record{Seq: 1, Tool: "refund", Arguments: `{"a":1}`, Response: 2, Run: "r", Turn: 1, CallID: "c",
+		Origin: dedup.Executed, Result: json.RawMessage(`"ok"`), Error: &dedup.ToolError{Type: "T", Message: "m"},
+		ServedFrom: &one, Relation: dedup.SameResponse, Key: "k", NearMiss: nm}
+	recs, err := recode[[]Record]([]dedup.Record{rec})
+	require.NoError(t, err)
+	assert.Equal(t, "T", recs[0].Error.Type)
+	assert.Equal(t, members(rec), members(recs[0]))
+}
