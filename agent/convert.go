@@ -20,13 +20,40 @@ func recode[T any](from any) (T, error) {
 	return to, json.Unmarshal(b, &to)
 }
 
-// result is res as this package's Result (nil for nil).
+// result is res as this package's Result (nil for nil). Field by field:
+// a result is read once per Await, and its trace can be long.
 func result(res *agentrun.RunResult) (*Result, error) {
 	if res == nil {
 		return nil, nil
 	}
-	out, err := recode[Result](res)
-	return &out, err
+	out := &Result{Status: res.Status, Agent: res.Agent, ThreadID: res.ThreadID, Answer: res.Answer,
+		Turns: res.Turns, Error: res.Error, Checkpoint: res.Checkpoint, ContinuedAsNew: res.ContinuedAsNew,
+		State: res.State, Usage: res.Usage, ClientTools: res.ClientTools, StoreError: res.StoreError}
+	if res.Trace != nil {
+		out.Trace = make([]TraceLine, len(res.Trace))
+	}
+	for i, l := range res.Trace {
+		out.Trace[i] = TraceLine{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Arguments: l.Arguments,
+			Outcome: Outcome(l.Outcome), Result: l.Result, Error: l.Error, ServedFrom: l.ServedFrom,
+			Relation: string(l.Relation), Key: l.Key}
+		if l.NearMiss != nil {
+			nm, err := recode[NearMiss](l.NearMiss)
+			if err != nil {
+				return nil, err
+			}
+			out.Trace[i].NearMiss = &nm
+		}
+	}
+	if in := res.Interrupt; in != nil {
+		out.Interrupt = &Interrupt{ID: in.ID, Turn: in.Turn, Hook: in.Hook, Reason: in.Reason, Held: in.Held}
+	}
+	if res.Summary != nil {
+		out.Summary = make(map[Outcome]int, len(res.Summary))
+		for k, n := range res.Summary {
+			out.Summary[Outcome(k)] = n
+		}
+	}
+	return out, nil
 }
 
 // publicError is err with the internal client's typed errors as this

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,4 +63,40 @@ func TestResultKeepsEveryField(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "T", recs[0].Error.Type)
 	assert.Equal(t, members(rec), members(recs[0]))
+}
+
+// The conversion's cost beside what reading the result costs anyway: the
+// SDK decodes a run's result from its JSON payload (the baseline here), and
+// the conversion encodes and decodes it once more. A 1,000-line trace with
+// a 1 KiB result per line.
+func BenchmarkResultConversion(b *testing.B) {
+	in := &agentrun.RunResult{Status: agentrun.StatusCompleted, Turns: 1000}
+	res := json.RawMessage(`"` + strings.Repeat("x", 1024) + `"`)
+	for i := range 1000 {
+		in.Trace = append(in.Trace, agentrun.TraceLine{Turn: i + 1, CallID: "c", Tool: "refund",
+			Arguments: json.RawMessage(`{"order_id":"ord-1","amount":120}`), Outcome: agentrun.OutcomeExecuted, Result: res, Key: "k"})
+	}
+	payload, err := json.Marshal(in)
+	require.NoError(b, err)
+	b.Run("baseline-sdk-decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r agentrun.RunResult
+			if err := json.Unmarshal(payload, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode-and-convert", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r agentrun.RunResult
+			if err := json.Unmarshal(payload, &r); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := result(&r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
