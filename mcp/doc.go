@@ -1,6 +1,5 @@
 // Package mcp makes the tools of MCP (Model Context Protocol) servers tulip
-// tools: each server is an activities.Toolset that a worker takes in
-// worker.Options.Toolsets.
+// tools: each server is a tulip.Toolset, for tulip.Options.Tools.
 //
 // A Toolset lists its server's tools (every page) and decides, for each, what
 // tulip does with it: Idempotent (an identical later call in a run is served

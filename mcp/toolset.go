@@ -37,7 +37,7 @@ const (
 // protocolWithTTL is the first MCP version whose list results carry ttlMs.
 const protocolWithTTL = "2026-07-28"
 
-// Toolset is one MCP server's tools as an activities.Toolset. Make one with
+// Toolset is one MCP server's tools as a tulip.Toolset. Make one with
 // New (or Open, for several); it connects on first use. Safe for
 // concurrent use.
 type Toolset struct {

@@ -69,7 +69,7 @@ type Options struct {
 }
 
 // Model is an OpenAI-compatible chat model. It implements
-// activities.Model.
+// tulip.Model.
 type Model struct {
 	opts     Options
 	endpoint string
@@ -241,7 +241,7 @@ func (m *Model) Body(req activities.ModelRequest) ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// Respond implements activities.Model.
+// Respond implements tulip.Model.
 func (m *Model) Respond(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 	body, err := m.Body(req)
 	if err != nil {
