@@ -1,14 +1,19 @@
 package tulip
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tulip-temporal/tulip/blobstore"
+	"github.com/tulip-temporal/tulip/codec"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
-	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
@@ -62,17 +67,6 @@ type Options struct {
 	// new series. Zero value: the first 100 distinct agents, then "other".
 	MetricAgents []string
 }
-
-// Observer receives each call decision and model call of the worker's
-// runs, once, never during replay.
-type Observer = agentrun.Observer
-
-// CallEvent is a call decision an Observer receives: the call, its
-// outcome (executed, served, cancelled, ...) and its downstream key.
-type CallEvent = agentrun.Decision
-
-// ModelEvent is a model call an Observer receives.
-type ModelEvent = agentrun.ModelCall
 
 // NewPlugin returns the worker plugin: give it to worker.Options.Plugins
 // (or client.Options.Plugins, to reach every worker of the client and see
@@ -140,8 +134,26 @@ func typedNil(v any) bool {
 
 // ReplayOptions configure ReplayHistories: your workers' codec keys and
 // blob store, your replayer's own options. The zero value replays with a
-// plain replayer.
-type ReplayOptions = workerplugin.ReplayOptions
+// plain replayer and no logs.
+type ReplayOptions struct {
+	// Replayer are the replayer's options (your own interceptors, a data
+	// converter); tulip's plugin is added to them, and Keys and Blobs fill
+	// the converters and External Storage they leave unset.
+	Replayer worker.WorkflowReplayerOptions
+	// Logger receives the SDK's replay logs (a nondeterminism failure's
+	// stack trace among them). Zero value: none.
+	Logger log.Logger
+	// Keys decrypt the histories: your workers' keys (codec.LoadKeyFile).
+	// A history exported decrypted still needs them when it holds blob
+	// references: the blobs stay ciphertext. Zero value: none; a payload
+	// encrypted with a key is then named (a *codec.KeyError), not
+	// replayed.
+	Keys *codec.Keyring
+	// Blobs is the store your clients and workers keep large payloads in
+	// (blobstore.ExternalStorage). Zero value: none; a history that holds
+	// blob references then fails before any replay, naming the option.
+	Blobs blobstore.Store
+}
 
 // ReplayHistories replays JSON history files (as 'tulip history' or
 // 'temporal workflow show --output json' write them) with tulip installed
@@ -151,18 +163,51 @@ type ReplayOptions = workerplugin.ReplayOptions
 // to your tools, hooks or tulip that would break running workflows fails
 // before it ships (docs/replay.md).
 func ReplayHistories(opts Options, ro ReplayOptions, files ...string) error {
-	return workerplugin.ReplayHistories(opts.internal(), ro, files...)
+	err := workerplugin.ReplayHistories(opts.internal(), workerplugin.ReplayOptions(ro), files...)
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+		var re *workerplugin.ReplayError
+		if errors.As(e, &re) {
+			out[i] = &ReplayError{File: re.File, Explained: re.Explained, Err: re.Err, msg: re.Error()}
+		}
+	}
+	return errors.Join(out...)
 }
 
-// ReplayError is a history that does not replay: the file, what differs
-// when tulip can tell, and the SDK's error.
-type ReplayError = workerplugin.ReplayError
+// ReplayError is a history that does not replay. Error is one line: for a
+// nondeterminism in a tool call, it names the event, the tool and the
+// call, and the likely cause.
+type ReplayError struct {
+	// File is the history file.
+	File string
+	// Explained says what differs, when tulip can tell ("" otherwise).
+	Explained string
+	// Err is the SDK's error.
+	Err error
+	msg string
+}
+
+func (e *ReplayError) Error() string { return e.msg }
+
+// Unwrap is Err.
+func (e *ReplayError) Unwrap() error { return e.Err }
 
 // internal is the worker's options: Go tools and toolsets apart.
 func (o Options) internal() workerplugin.Options {
 	w := workerplugin.Options{Hooks: o.Hooks, Models: o.Models, Conversation: o.Conversation,
 		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, StopTimeout: o.StopTimeout,
-		Observer: o.Observer, MetricAgents: o.MetricAgents}
+		MetricAgents: o.MetricAgents}
+	if o.Observer != nil {
+		w.Observer = observer{o.Observer}
+	}
 	for _, t := range o.Tools {
 		if tool, ok := t.(*activities.Tool); ok {
 			w.Tools = append(w.Tools, tool)

@@ -24,7 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip"
 )
 
 // Observer makes spans of tulip's decisions. Set it as
@@ -33,13 +33,13 @@ type Observer struct {
 	tracer trace.Tracer
 }
 
-var _ agentrun.Observer = (*Observer)(nil)
+var _ tulip.Observer = (*Observer)(nil)
 
 // NewObserver returns an Observer that makes its spans with tracer.
 func NewObserver(tracer trace.Tracer) *Observer { return &Observer{tracer: tracer} }
 
 // Decision implements tulip.Observer: a span "tulip.decision".
-func (o *Observer) Decision(d agentrun.Decision) {
+func (o *Observer) Decision(d tulip.CallEvent) {
 	attrs := []attribute.KeyValue{
 		attribute.String("temporal.workflow_id", d.WorkflowID),
 		attribute.String("temporal.run_id", d.RunID),
@@ -47,7 +47,7 @@ func (o *Observer) Decision(d agentrun.Decision) {
 		attribute.Int("tulip.turn", d.Turn),
 		attribute.String("tulip.call_id", d.CallID),
 		attribute.String("tulip.tool", spanToolName(d.Tool)),
-		attribute.String("tulip.outcome", string(d.Outcome)),
+		attribute.String("tulip.outcome", d.Outcome),
 	}
 	if d.UnknownTool {
 		// A name the model invented: kept on the span (a span attribute
@@ -59,7 +59,7 @@ func (o *Observer) Decision(d agentrun.Decision) {
 		attrs = append(attrs, attribute.String("tulip.thread", d.Thread))
 	}
 	if d.Relation != "" {
-		attrs = append(attrs, attribute.String("tulip.relation", string(d.Relation)))
+		attrs = append(attrs, attribute.String("tulip.relation", d.Relation))
 	}
 	if d.ServedFrom >= 0 {
 		attrs = append(attrs, attribute.Int("tulip.served_from", d.ServedFrom))
@@ -68,7 +68,7 @@ func (o *Observer) Decision(d agentrun.Decision) {
 		attrs = append(attrs, attribute.String("tulip.key_hash", d.KeyHash))
 	}
 	if d.NearMissReason != "" {
-		attrs = append(attrs, attribute.String("tulip.near_miss.reason", string(d.NearMissReason)))
+		attrs = append(attrs, attribute.String("tulip.near_miss.reason", d.NearMissReason))
 		if len(d.NearMissPaths) > 0 {
 			attrs = append(attrs, attribute.StringSlice("tulip.near_miss.paths", d.NearMissPaths))
 		}
@@ -99,7 +99,7 @@ func spanToolName(name string) string {
 
 // ModelCall implements tulip.Observer: a span "tulip.model" from the
 // call's scheduling to its answer.
-func (o *Observer) ModelCall(m agentrun.ModelCall) {
+func (o *Observer) ModelCall(m tulip.ModelEvent) {
 	_, span := o.tracer.Start(context.Background(), "tulip.model", trace.WithTimestamp(m.Start),
 		trace.WithAttributes(
 			attribute.String("temporal.workflow_id", m.WorkflowID),

@@ -20,7 +20,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
@@ -82,6 +84,27 @@ func startWorker(t testing.TB, c client.Client, tq string, opts workerplugin.Opt
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	return w
+}
+
+// startPublicWorker is startWorker through the public API: tulip.NewPlugin
+// over opts.
+func startPublicWorker(t testing.TB, c client.Client, tq string, opts tulip.Options) sdkworker.Worker {
+	t.Helper()
+	plugin, err := tulip.NewPlugin(opts)
+	require.NoError(t, err)
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// toolsets are Go tools as tulip.Options.Tools takes them.
+func toolsets(tools ...*activities.Tool) []tulip.Toolset {
+	out := make([]tulip.Toolset, len(tools))
+	for i, t := range tools {
+		out[i] = t
+	}
+	return out
 }
 
 func history(t testing.TB, c client.Client, workflowID, runID string) *historypb.History {

@@ -16,6 +16,7 @@ import (
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
@@ -78,6 +79,19 @@ func TestReplayBadHistory(t *testing.T) {
 	explained := bad + ": replay failed: event 30 schedules tulip.tool.issue_refund (call c2), but this worker's code served the call from the log (record 0): " +
 		"was issue_refund idempotent when the history was recorded? (likely: its Idempotent flag changed, or a hook now rewrites its arguments)"
 	assert.Equal(t, explained, err.Error())
+
+	// The public API's error is its own type, with the same line.
+	ro := cli.ReplayOptions()
+	opts := tulip.Options{Hooks: ro.Hooks}
+	for _, tool := range ro.Tools {
+		opts.Tools = append(opts.Tools, tool)
+	}
+	err = tulip.ReplayHistories(opts, tulip.ReplayOptions{}, bad)
+	var pub *tulip.ReplayError
+	require.ErrorAs(t, err, &pub)
+	assert.Equal(t, bad, pub.File)
+	assert.Equal(t, explained, err.Error())
+	assert.Contains(t, pub.Explained, "event 30 schedules tulip.tool.issue_refund")
 	t.Log(err)
 
 	// The same history replays without the interceptor: the failure is the
