@@ -80,3 +80,12 @@ func (a observer) Decision(d agentrun.Decision) {
 func (a observer) ModelCall(m agentrun.ModelCall) {
 	a.o.ModelCall(ModelEvent(m))
 }
+
+func init() {
+	agentrun.PublicObserver = func(o any) agentrun.Observer {
+		if io, ok := o.(agentrun.Observer); ok {
+			return io
+		}
+		return observer{o.(Observer)}
+	}
+}

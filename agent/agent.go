@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
@@ -134,7 +135,7 @@ func (opts Options) runOptions() runclient.RunOptions {
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: (*agentrun.StreamOptions)(opts.Stream),
 		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout,
-		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools}
+		Instructions: opts.Instructions, Params: (*activities.ModelParams)(opts.Params), ClientTools: opts.ClientTools}
 }
 
 // Attach returns a handle on a run started elsewhere: its workflow ID

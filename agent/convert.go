@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/tulip-temporal/tulip"
+
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 )
@@ -28,7 +30,7 @@ func result(res *agentrun.RunResult) (*Result, error) {
 	}
 	out := &Result{Status: res.Status, Agent: res.Agent, ThreadID: res.ThreadID, Answer: res.Answer,
 		Turns: res.Turns, Error: res.Error, Checkpoint: res.Checkpoint, ContinuedAsNew: res.ContinuedAsNew,
-		State: res.State, Usage: res.Usage, ClientTools: res.ClientTools, StoreError: res.StoreError}
+		State: res.State, Usage: (*tulip.Usage)(res.Usage), ClientTools: res.ClientTools, StoreError: res.StoreError}
 	if res.Trace != nil {
 		out.Trace = make([]TraceLine, len(res.Trace))
 	}
@@ -45,7 +47,13 @@ func result(res *agentrun.RunResult) (*Result, error) {
 		}
 	}
 	if in := res.Interrupt; in != nil {
-		out.Interrupt = &Interrupt{ID: in.ID, Turn: in.Turn, Hook: in.Hook, Reason: in.Reason, Held: in.Held}
+		out.Interrupt = &Interrupt{ID: in.ID, Turn: in.Turn, Hook: in.Hook, Reason: in.Reason}
+		if in.Held != nil {
+			out.Interrupt.Held = make([]tulip.ToolCall, len(in.Held))
+			for i, c := range in.Held {
+				out.Interrupt.Held[i] = tulip.ToolCall(c)
+			}
+		}
 	}
 	if res.Summary != nil {
 		out.Summary = make(map[Outcome]int, len(res.Summary))

@@ -25,7 +25,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 )
 
 // Stable error types of the adapter's failures.
@@ -158,11 +158,11 @@ type wireUsage struct {
 	} `json:"prompt_tokens_details"`
 }
 
-func (u *wireUsage) usage() *activities.Usage {
+func (u *wireUsage) usage() *tulip.Usage {
 	if u == nil {
 		return nil
 	}
-	out := &activities.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	out := &tulip.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 	if d := u.PromptTokensDetails; d != nil {
 		out.CachedTokens = d.CachedTokens
 	}
@@ -194,7 +194,7 @@ func joinSystem(prompt, instructions string) string {
 }
 
 // Body builds the request body for req (exported for tests and debugging).
-func (m *Model) Body(req activities.ModelRequest) ([]byte, error) {
+func (m *Model) Body(req tulip.ModelRequest) ([]byte, error) {
 	w := wireRequest{Model: m.opts.Model, Temperature: m.opts.Temperature}
 	if p := req.Params; p != nil {
 		if p.Temperature != nil {
@@ -242,14 +242,14 @@ func (m *Model) Body(req activities.ModelRequest) ([]byte, error) {
 }
 
 // Respond implements tulip.Model.
-func (m *Model) Respond(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
+func (m *Model) Respond(ctx context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
 	body, err := m.Body(req)
 	if err != nil {
-		return activities.ModelResponse{}, temporal.NewNonRetryableApplicationError("openai: encode request: "+err.Error(), ErrRejected, err)
+		return tulip.ModelResponse{}, temporal.NewNonRetryableApplicationError("openai: encode request: "+err.Error(), ErrRejected, err)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return activities.ModelResponse{}, temporal.NewNonRetryableApplicationError("openai: "+err.Error(), ErrRejected, err)
+		return tulip.ModelResponse{}, temporal.NewNonRetryableApplicationError("openai: "+err.Error(), ErrRejected, err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if key := os.Getenv(m.opts.APIKeyEnv); key != "" {
@@ -261,7 +261,7 @@ func (m *Model) Respond(ctx context.Context, req activities.ModelRequest) (activ
 	}
 	resp, err := m.client.Do(hreq)
 	if err != nil {
-		return activities.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: "+err.Error(), ErrRetryable, err)
+		return tulip.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: "+err.Error(), ErrRetryable, err)
 	}
 	defer resp.Body.Close()
 	if req.OnText != nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -269,10 +269,10 @@ func (m *Model) Respond(ctx context.Context, req activities.ModelRequest) (activ
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return activities.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: reading the response: "+err.Error(), ErrRetryable, err)
+		return tulip.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: reading the response: "+err.Error(), ErrRetryable, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return activities.ModelResponse{}, statusError(resp, data)
+		return tulip.ModelResponse{}, statusError(resp, data)
 	}
 	return parseResponse(data)
 }
@@ -318,22 +318,22 @@ func badResponse(format string, a ...any) error {
 	return temporal.NewNonRetryableApplicationError("openai: invalid completion: "+fmt.Sprintf(format, a...), ErrBadResponse, nil)
 }
 
-func parseResponse(data []byte) (activities.ModelResponse, error) {
+func parseResponse(data []byte) (tulip.ModelResponse, error) {
 	var w wireResponse
 	if err := json.Unmarshal(data, &w); err != nil {
-		return activities.ModelResponse{}, badResponse("%v: %s", err, clip(string(data), 200))
+		return tulip.ModelResponse{}, badResponse("%v: %s", err, clip(string(data), 200))
 	}
 	if len(w.Choices) == 0 {
-		return activities.ModelResponse{}, badResponse("no choices")
+		return tulip.ModelResponse{}, badResponse("no choices")
 	}
 	msg := w.Choices[0].Message
-	out := activities.ModelResponse{Usage: w.Usage.usage()}
+	out := tulip.ModelResponse{Usage: w.Usage.usage()}
 	if msg.Content != nil {
 		out.Text = *msg.Content
 	}
 	for i, c := range msg.ToolCalls {
 		if c.ID == "" || c.Function.Name == "" {
-			return activities.ModelResponse{}, badResponse("tool call %d has no id or no function name", i+1)
+			return tulip.ModelResponse{}, badResponse("tool call %d has no id or no function name", i+1)
 		}
 		// Arguments are a JSON string holding the argument text; keep the
 		// text exactly (120.0 stays 120.0). Some servers send an object:
@@ -346,12 +346,12 @@ func parseResponse(data []byte) (activities.ModelResponse, error) {
 			text = ""
 		case args[0] == '"':
 			if err := json.Unmarshal(args, &text); err != nil {
-				return activities.ModelResponse{}, badResponse("tool call %q: arguments: %v", c.ID, err)
+				return tulip.ModelResponse{}, badResponse("tool call %q: arguments: %v", c.ID, err)
 			}
 		default:
 			text = string(args)
 		}
-		out.ToolCalls = append(out.ToolCalls, activities.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: text})
+		out.ToolCalls = append(out.ToolCalls, tulip.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: text})
 	}
 	return out, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 )
 
 // A run's instructions follow the system prompt in the system message, its
@@ -31,12 +31,12 @@ func TestRunInstructionsAndParamsOnTheWire(t *testing.T) {
 	own, temp, topP, maxOut := 0.7, 0.2, 0.9, 77
 	m, err := New(Options{BaseURL: srv.URL, Model: "gpt-test", SystemPrompt: "You are support.", Temperature: &own, APIKeyEnv: "TULIP_TEST_NO_KEY"})
 	require.NoError(t, err)
-	msgs := []activities.Message{{Role: "user", Content: "hi"}}
+	msgs := []tulip.Message{{Role: "user", Content: "hi"}}
 
-	resp, err := m.Respond(context.Background(), activities.ModelRequest{Messages: msgs, Instructions: "Answer in French.",
-		Params: &activities.ModelParams{Temperature: &temp, TopP: &topP, MaxOutputTokens: &maxOut}})
+	resp, err := m.Respond(context.Background(), tulip.ModelRequest{Messages: msgs, Instructions: "Answer in French.",
+		Params: &tulip.ModelParams{Temperature: &temp, TopP: &topP, MaxOutputTokens: &maxOut}})
 	require.NoError(t, err)
-	assert.Equal(t, &activities.Usage{PromptTokens: 30, CompletionTokens: 4, CachedTokens: 16}, resp.Usage)
+	assert.Equal(t, &tulip.Usage{PromptTokens: 30, CompletionTokens: 4, CachedTokens: 16}, resp.Usage)
 	assert.Equal(t, 0.2, got["temperature"])
 	assert.Equal(t, 0.9, got["top_p"])
 	assert.Equal(t, float64(77), got["max_tokens"])
@@ -44,7 +44,7 @@ func TestRunInstructionsAndParamsOnTheWire(t *testing.T) {
 	require.Len(t, wire, 2)
 	assert.Equal(t, map[string]any{"role": "system", "content": "You are support.\n\nAnswer in French."}, wire[0])
 
-	_, err = m.Respond(context.Background(), activities.ModelRequest{Messages: msgs})
+	_, err = m.Respond(context.Background(), tulip.ModelRequest{Messages: msgs})
 	require.NoError(t, err)
 	assert.Equal(t, 0.7, got["temperature"], "the model's own when the run sets none")
 	assert.NotContains(t, got, "top_p")
@@ -53,7 +53,7 @@ func TestRunInstructionsAndParamsOnTheWire(t *testing.T) {
 
 	m, err = New(Options{BaseURL: srv.URL, Model: "gpt-test", APIKeyEnv: "TULIP_TEST_NO_KEY"})
 	require.NoError(t, err)
-	_, err = m.Respond(context.Background(), activities.ModelRequest{Messages: msgs, Instructions: "Answer in French."})
+	_, err = m.Respond(context.Background(), tulip.ModelRequest{Messages: msgs, Instructions: "Answer in French."})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"role": "system", "content": "Answer in French."}, got["messages"].([]any)[0], "instructions alone")
 	assert.NotContains(t, got, "temperature")

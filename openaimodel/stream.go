@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 )
 
 // A streamed completion (stream: true): server-sent events, each "data:"
@@ -43,14 +43,14 @@ const maxStream = 32 << 20
 // readStream assembles a streamed completion, passing each piece of text
 // to onText as it arrives; the response is the whole text and the
 // assembled calls, as a plain completion would have given them.
-func readStream(body io.Reader, onText func(string)) (activities.ModelResponse, error) {
+func readStream(body io.Reader, onText func(string)) (tulip.ModelResponse, error) {
 	type call struct {
 		id, name string
 		args     strings.Builder
 	}
 	calls := map[int]*call{}
 	var text strings.Builder
-	var out activities.ModelResponse
+	var out tulip.ModelResponse
 	sc := bufio.NewScanner(io.LimitReader(body, maxStream))
 	sc.Buffer(make([]byte, 0, 64<<10), maxStream)
 	done := false
@@ -66,10 +66,10 @@ func readStream(body io.Reader, onText func(string)) (activities.ModelResponse, 
 		}
 		var ch wireChunk
 		if err := json.Unmarshal(data, &ch); err != nil {
-			return activities.ModelResponse{}, badResponse("stream chunk: %v: %s", err, clip(string(data), 200))
+			return tulip.ModelResponse{}, badResponse("stream chunk: %v: %s", err, clip(string(data), 200))
 		}
 		if ch.Error != nil {
-			return activities.ModelResponse{}, temporal.NewApplicationError("openai: the stream failed: "+clip(ch.Error.Message, 300), ErrRetryable)
+			return tulip.ModelResponse{}, temporal.NewApplicationError("openai: the stream failed: "+clip(ch.Error.Message, 300), ErrRetryable)
 		}
 		if ch.Usage != nil {
 			out.Usage = ch.Usage.usage()
@@ -96,10 +96,10 @@ func readStream(body io.Reader, onText func(string)) (activities.ModelResponse, 
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return activities.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: reading the stream: "+err.Error(), ErrRetryable, err)
+		return tulip.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: reading the stream: "+err.Error(), ErrRetryable, err)
 	}
 	if !done {
-		return activities.ModelResponse{}, temporal.NewApplicationError("openai: the stream ended before [DONE]", ErrRetryable)
+		return tulip.ModelResponse{}, temporal.NewApplicationError("openai: the stream ended before [DONE]", ErrRetryable)
 	}
 	out.Text = text.String()
 	idx := make([]int, 0, len(calls))
@@ -110,9 +110,9 @@ func readStream(body io.Reader, onText func(string)) (activities.ModelResponse, 
 	for _, i := range idx {
 		c := calls[i]
 		if c.id == "" || c.name == "" {
-			return activities.ModelResponse{}, badResponse("streamed tool call %d has no id or no function name", i)
+			return tulip.ModelResponse{}, badResponse("streamed tool call %d has no id or no function name", i)
 		}
-		out.ToolCalls = append(out.ToolCalls, activities.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
+		out.ToolCalls = append(out.ToolCalls, tulip.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
 	}
 	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 )
 
 func TestReadStream(t *testing.T) {
@@ -31,11 +31,11 @@ func TestReadStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"Refunding ", "now."}, pieces)
 	assert.Equal(t, "Refunding now.", resp.Text)
-	assert.Equal(t, []activities.ToolCall{
+	assert.Equal(t, []tulip.ToolCall{
 		{ID: "c1", Name: "issue_refund", Arguments: `{"order_id": "ord-4821", "amount": 120.0}`},
 		{ID: "c2", Name: "page_oncall", Arguments: `{}`},
 	}, resp.ToolCalls, "pieces assembled by index, the argument text exactly as sent")
-	assert.Equal(t, &activities.Usage{PromptTokens: 12, CompletionTokens: 7}, resp.Usage)
+	assert.Equal(t, &tulip.Usage{PromptTokens: 12, CompletionTokens: 7}, resp.Usage)
 }
 
 func TestReadStreamFailures(t *testing.T) {

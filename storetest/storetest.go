@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/codec"
 )
 
@@ -170,7 +171,7 @@ func ref(thread, run string, n int) tulip.ThreadRef {
 func state(run string, n int) *tulip.ThreadState {
 	cp := &tulip.ThreadState{Run: run, Agents: map[string]json.RawMessage{}}
 	for i := range n {
-		cp.Messages = append(cp.Messages, tulip.Message{Role: "user", Content: fmt.Sprintf("message %d of %s", i, run)})
+		cp.Messages = append(cp.Messages, activities.Message{Role: "user", Content: fmt.Sprintf("message %d of %s", i, run)})
 	}
 	return cp
 }

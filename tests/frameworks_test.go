@@ -248,7 +248,7 @@ func TestServeFrameworks(t *testing.T) {
 	bill, tb := billedToolbox(t)
 	om, err := openaimodel.New(openaimodel.Options{BaseURL: m.URL + "/v1", Model: "scripted"})
 	require.NoError(t, err)
-	startWorker(t, dial(t, addr[1]), tq, workerplugin.Options{Tools: tb.Tools(), Models: map[string]activities.Model{"openai": om}})
+	startWorker(t, dial(t, addr[1]), tq, workerplugin.Options{Tools: tb.Tools(), Models: map[string]activities.Model{"openai": activities.PublicModel(om)}})
 
 	order := 100
 	// script runs a framework script and returns what it printed and the

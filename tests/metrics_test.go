@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
@@ -204,8 +203,8 @@ func TestTracingSpans(t *testing.T) {
 	c := dial(t, server.Address())
 	story := demo.RefundStory()
 	tq := taskQueue(t.Name())
-	startPublicWorker(t, c, tq, tulip.Options{Tools: toolsets(demo.NewToolbox().Tools()...), Hooks: demo.Hooks(), Models: story.Models(tq),
-		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
+	startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: demo.Hooks(), Models: story.Models(tq),
+		Observer: agentrun.PublicObserver(tulipotel.NewObserver(tp.Tracer("tulip")))})
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: fmt.Sprintf("scenario:%s:run-1", tq), Message: "go"})
 	require.NoError(t, err)
 	count := func() (decisions, models int, served []tracetest.SpanStub) {
@@ -401,8 +400,8 @@ func TestMetricTagsBounded(t *testing.T) {
 		{Text: &done},
 	}}
 	tq := taskQueue(t.Name())
-	startPublicWorker(t, c, tq, tulip.Options{Tools: toolsets(demo.NewToolbox().Tools()...), Models: map[string]tulip.Model{"m": script.Model()},
-		MetricAgents: []string{"support"}, Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
+	startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Models: map[string]activities.Model{"m": script.Model()},
+		MetricAgents: []string{"support"}, Observer: agentrun.PublicObserver(tulipotel.NewObserver(tp.Tracer("tulip")))})
 	for _, agentIn := range []string{"", agentName} { // "": the default agent, support
 		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go", Agent: agentIn})
 		require.NoError(t, err)
@@ -469,8 +468,8 @@ func TestNearMissPathsNotValues(t *testing.T) {
 		{Text: &done},
 	}}
 	tq := taskQueue(t.Name())
-	startPublicWorker(t, c, tq, tulip.Options{Tools: toolsets(refundTool), Models: map[string]tulip.Model{"m": script.Model()},
-		Observer: tulipotel.NewObserver(tp.Tracer("tulip"))})
+	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{refundTool}, Models: map[string]activities.Model{"m": script.Model()},
+		Observer: agentrun.PublicObserver(tulipotel.NewObserver(tp.Tracer("tulip")))})
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "go"})
 	require.NoError(t, err)
 	require.Len(t, res.Trace, 2)

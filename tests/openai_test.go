@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
@@ -114,7 +115,7 @@ func runOpenAI(t *testing.T, f *fakeOpenAI) (*demo.Toolbox, runclient.Handle, *a
 	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
 	tb := demo.NewToolbox()
-	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "Please refund ord-1"})
 	return tb, h, res, err
 }
@@ -217,7 +218,7 @@ func TestOpenAIKeyHeader(t *testing.T) {
 	defer srv.Close()
 	m, err := openaimodel.New(openaimodel.Options{BaseURL: srv.URL, Model: "m", APIKeyEnv: "AZURE_KEY", KeyHeader: "api-key"})
 	require.NoError(t, err)
-	res, err := m.Respond(ctxT(t), activities.ModelRequest{Messages: []activities.Message{{Role: "user", Content: "x"}}})
+	res, err := m.Respond(ctxT(t), tulip.ModelRequest{Messages: []tulip.Message{{Role: "user", Content: "x"}}})
 	require.NoError(t, err)
 	assert.Equal(t, "hi", res.Text)
 	assert.Equal(t, "azure-secret", got.Get("api-key"))

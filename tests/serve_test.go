@@ -183,7 +183,7 @@ func serveWorker(t *testing.T, addr, tq string, m *serveModel) (*billing.Server,
 	om, err := openaimodel.New(openaimodel.Options{BaseURL: m.URL + "/v1", Model: "scripted"})
 	require.NoError(t, err)
 	startWorker(t, dial(t, addr), tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{"openai": om}})
+		Models: map[string]activities.Model{"openai": activities.PublicModel(om)}})
 	return bill, tb
 }
 

@@ -64,7 +64,7 @@ func TestStreamReadAddsNoHistory(t *testing.T) {
 	model := newSlowModel(t, 1, 60*time.Millisecond)
 	oai, err := openaimodel.New(openaimodel.Options{BaseURL: model.URL + "/v1", Model: "fake"})
 	require.NoError(t, err)
-	startWorker(t, c, tq, workerplugin.Options{Models: map[string]activities.Model{"stream": oai}})
+	startWorker(t, c, tq, workerplugin.Options{Models: map[string]activities.Model{"stream": activities.PublicModel(oai)}})
 
 	watch := func(readers int, poll bool) (accepted, completed int, queries int64) {
 		qc := &queryCounter{Client: c}

@@ -216,7 +216,7 @@ func startStreamingRun(t *testing.T, tools int, gap time.Duration) (client.Clien
 	model := newSlowModel(t, tools, gap)
 	oai, err := openaimodel.New(openaimodel.Options{BaseURL: model.URL + "/v1", Model: "fake"})
 	require.NoError(t, err)
-	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": oai}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{reportCase()}, Models: map[string]activities.Model{"stream": activities.PublicModel(oai)}})
 	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "stream", Message: "report the cases",
 		ContinueAfterTurns: 2, Stream: &agentrun.StreamOptions{Text: true, BatchMillis: 50}})
 	require.NoError(t, err)
@@ -437,7 +437,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 	replayModel, err := openaimodel.New(openaimodel.Options{BaseURL: model.URL + "/v1", Model: "fake"})
 	require.NoError(t, err)
 	require.NoError(t, workerplugin.ReplayHistories(workerplugin.Options{Tools: []*activities.Tool{reportCase()},
-		Models: map[string]activities.Model{"stream": replayModel}}, workerplugin.ReplayOptions{}, files...))
+		Models: map[string]activities.Model{"stream": activities.PublicModel(replayModel)}}, workerplugin.ReplayOptions{}, files...))
 }
 
 // chainRuns lists the runs of a workflow's continue-as-new chain, oldest

@@ -40,7 +40,7 @@ func TestThreadConversationReachesTheModel(t *testing.T) {
 	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test", SystemPrompt: "sys"})
 	require.NoError(t, err)
 	tb := demo.NewToolbox()
-	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": m}})
+	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
 	thread := threadID(t)
 	for _, msg := range []string{"Please refund ord-4821", "Did that go through? Refund it if not."} {
 		_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", ThreadID: thread, Message: msg})

@@ -66,10 +66,18 @@ func (mf *modelFlags) newModel() (activities.Model, error) {
 		if keyEnv == "OPENAI_API_KEY" { // the flag's default is the OpenAI one
 			keyEnv = ""
 		}
-		return anthropicmodel.New(anthropicmodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: keyEnv, SystemPrompt: supportPrompt})
+		m, err := anthropicmodel.New(anthropicmodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: keyEnv, SystemPrompt: supportPrompt})
+		if err != nil {
+			return nil, err
+		}
+		return activities.PublicModel(m), nil
 	case "openai", "":
-		return openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
+		m, err := openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
 			SystemPrompt: supportPrompt})
+		if err != nil {
+			return nil, err
+		}
+		return activities.PublicModel(m), nil
 	}
 	return nil, fmt.Errorf("--provider %q: use openai or anthropic", mf.provider)
 }

@@ -13,6 +13,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
@@ -296,7 +297,7 @@ func (a *apiServer) start(ctx context.Context, tenant string, thread threadName,
 	defer unlock()
 	return agent.Start(ctx, a.c, agent.Options{TaskQueue: a.taskQueue, Model: chatModel, Agent: rr.agent, ThreadID: wfID,
 		Message: rr.message, Hooks: a.hooks, MaxTurns: a.maxTurns, Stream: &agent.StreamOptions{Text: true, Content: true},
-		Instructions: rr.instructions, Params: rr.params, ClientTools: rr.tools})
+		Instructions: rr.instructions, Params: (*tulip.ModelParams)(rr.params), ClientTools: rr.tools})
 }
 
 // answer resumes the run id names with an approval's answer or client

@@ -126,6 +126,13 @@ type Model interface {
 	Respond(ctx context.Context, req ModelRequest) (ModelResponse, error)
 }
 
+// PublicModel adapts a model of package tulip's Model interface (or one of
+// this package's, returned as it is) for this package. Package tulip sets
+// it when it is initialized: it imports this package, which so cannot
+// import it. The CLI and the module's tests, which build workers from
+// internal options, take public models (openaimodel's, say) through it.
+var PublicModel func(m any) Model
+
 // ModelFunc adapts a function to Model.
 type ModelFunc func(ctx context.Context, req ModelRequest) (ModelResponse, error)
 

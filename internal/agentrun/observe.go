@@ -172,6 +172,13 @@ type ModelCall struct {
 	Failed            bool
 }
 
+// PublicObserver adapts an observer of package tulip's Observer interface
+// (or one of this package's, returned as it is) for this package. Package
+// tulip sets it when it is initialized (it imports this package, which so
+// cannot import it); the module's tests and tools that build workers from
+// internal options take public observers (otel's) through it.
+var PublicObserver func(o any) Observer
+
 // Observer receives each decision and model call once: never during
 // replay. It runs in workflow code, so it must not block; an OpenTelemetry
 // observer that makes a span per decision is in the module

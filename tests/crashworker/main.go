@@ -204,7 +204,7 @@ func run(address, taskQueue, billingURL string) error {
 		if err != nil {
 			return err
 		}
-		models[*oaiName] = m
+		models[*oaiName] = activities.PublicModel(m)
 	}
 	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{refund, report}, Models: models})
 	if err != nil {
