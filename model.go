@@ -147,7 +147,7 @@ type model struct{ m Model }
 func (a model) Respond(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 	resp, err := a.m.Respond(ctx, ModelRequest{Model: req.Model, Agent: req.Agent, Thread: req.Thread,
 		Turn: req.Turn, Phase: req.Phase, PhaseTurn: req.PhaseTurn, Messages: publicMessages(req.Messages),
-		Tools: req.Tools, Instructions: req.Instructions, Params: (*ModelParams)(req.Params), OnText: req.OnText})
+		Tools: publicSpecs(req.Tools), Instructions: req.Instructions, Params: (*ModelParams)(req.Params), OnText: req.OnText})
 	return activities.ModelResponse{Text: resp.Text, ToolCalls: internalCalls(resp.ToolCalls),
 		InstallHooks: resp.InstallHooks, RemoveHooks: resp.RemoveHooks, Usage: (*activities.Usage)(resp.Usage)}, err
 }

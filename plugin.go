@@ -105,6 +105,9 @@ func (o Options) checkNil() error {
 		if t == nil || typedNil(t) {
 			return &nilOptionError{fmt.Sprintf("Tools[%d]", i)}
 		}
+		if tool, ok := t.(*Tool); ok && tool.t == nil {
+			return &nilOptionError{fmt.Sprintf("Tools[%d] (a zero Tool: make one with NewTool)", i)}
+		}
 	}
 	for name, h := range o.Hooks {
 		if typedNil(h) {
@@ -209,10 +212,10 @@ func (o Options) internal() workerplugin.Options {
 		w.Observer = observer{o.Observer}
 	}
 	for _, t := range o.Tools {
-		if tool, ok := t.(*activities.Tool); ok {
-			w.Tools = append(w.Tools, tool)
+		if tool, ok := t.(*Tool); ok {
+			w.Tools = append(w.Tools, tool.t)
 		} else {
-			w.Toolsets = append(w.Toolsets, t)
+			w.Toolsets = append(w.Toolsets, toolset{t})
 		}
 	}
 	if o.ThreadStore != nil {

@@ -2,7 +2,11 @@ package tulip
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 )
@@ -15,28 +19,120 @@ import (
 // A run reads its toolsets' lists once, in an activity, before its first
 // model call, so the list a run uses is in its history: a replay and every
 // other worker see the same tools whatever a toolset lists later.
-type Toolset = activities.Toolset
+type Toolset interface {
+	// Name names the toolset; unique among a worker's toolsets.
+	Name() string
+	// Tools lists the toolset's tools as tulip will use them: Name,
+	// Description and Parameters as the model is shown them, and
+	// Idempotent and Approval already decided. A name must not clash with
+	// another toolset's tool or a Go tool. Implementations may cache the
+	// list.
+	Tools(ctx context.Context) ([]ToolSpec, error)
+	// Call runs the tool in.Tool with in.Arguments (a JSON object's text)
+	// and returns its result as JSON. in.IdempotencyKey is the downstream
+	// key: send it to the service. A tool failure is an error (ToolError
+	// for a typed one); it is the call's recorded outcome like a Go
+	// tool's.
+	Call(ctx context.Context, in ToolInput) (ToolOutput, error)
+}
 
 // Tool is a Go function tool: its spec, its activity options and its body.
 // It is a Toolset of one tool. Make one with NewTool or MustTool.
-type Tool = activities.Tool
+type Tool struct{ t *activities.Tool }
 
-// ToolSpec describes a tool to the model and to the execution log: its
-// name, description, argument schema, and whether it is Idempotent (an
-// identical later call is served from the log), needs Approval, or runs as
-// a Local activity.
-type ToolSpec = activities.ToolSpec
+// Name is the tool's name.
+func (t *Tool) Name() string { return t.t.Name() }
 
-// ToolOptions are a tool's activity options (timeouts, retry policy,
-// heartbeat). Zero values are documented per field.
-type ToolOptions = activities.ToolOptions
+// Spec is the tool's spec as the model is shown it: Parameters inferred
+// from the body's argument type when the spec gave none.
+func (t *Tool) Spec() ToolSpec { return ToolSpec(t.t.Spec()) }
 
-// ToolInput is what a toolset's Call receives: the tool, its argument
-// text and its downstream idempotency key.
-type ToolInput = activities.ToolInput
+// Tools lists the one tool.
+func (t *Tool) Tools(context.Context) ([]ToolSpec, error) {
+	return []ToolSpec{ToolSpec(t.t.Spec())}, nil
+}
 
-// ToolOutput is a toolset call's result: JSON text.
-type ToolOutput = activities.ToolOutput
+// Call runs the tool's body.
+func (t *Tool) Call(ctx context.Context, in ToolInput) (ToolOutput, error) {
+	out, err := t.t.Call(ctx, activities.ToolInput(in))
+	return ToolOutput{Result: out.Result}, err
+}
+
+// ToolSpec describes a tool to the model and to the execution log.
+type ToolSpec struct {
+	// Name is the tool's name, as the model calls it. Required.
+	Name string `json:"name"`
+	// Description tells the model what the tool does.
+	Description string `json:"description,omitempty"`
+	// Parameters is the JSON Schema of the arguments object. NewTool
+	// infers it from the body's argument type when it is empty, and checks
+	// it against that type when it is given. Zero value in a toolset's
+	// spec: any object.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// Idempotent: an identical later call in the run (and on its thread)
+	// is served from the execution log, and the body does not run again.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// KeyTemplate, when set, makes the downstream idempotency key from the
+	// arguments instead of the default derivation: "{name}" is replaced by
+	// the top-level argument name (strings as is, numbers by exact value,
+	// so 120 and 120.0 give the same key). Example: "refund:{order_id}:v1".
+	KeyTemplate string `json:"key_template,omitempty"`
+	// Approval: every call of the tool waits for a person's approval (the
+	// run is interrupted before it, as by a hook) before it runs. Toolsets
+	// set it for destructive tools.
+	Approval bool `json:"approval,omitempty"`
+	// Toolset names the Toolset the tool comes from ("" for a Go tool).
+	Toolset string `json:"toolset,omitempty"`
+	// Local runs the tool as a local activity, for quick work (reads,
+	// side-effect-free lookups): the worker that runs the workflow task
+	// runs the body itself, and its outcome is one marker event. Matching,
+	// the log, keys and trace lines are the same. A worker that dies while
+	// it runs makes the task time out, and the next worker runs the body
+	// again. Keep Local bodies to a few seconds, and do not change Local
+	// for runs in flight (their replay expects the other event). Zero: a
+	// normal activity.
+	Local bool `json:"local,omitempty"`
+}
+
+// ToolOptions are a tool's activity options. Zero values are documented
+// per field.
+type ToolOptions struct {
+	// StartToCloseTimeout bounds one attempt. Zero value: 1 minute.
+	StartToCloseTimeout time.Duration
+	// RetryPolicy is Temporal's retry policy for the body; its attempts are
+	// one execution. Zero value (nil): up to 3 attempts, 1 s initial
+	// backoff.
+	RetryPolicy *temporal.RetryPolicy
+	// HeartbeatTimeout is how long an attempt may go without a heartbeat
+	// before Temporal retries it (on another worker, when this one died).
+	// tulip heartbeats while the body runs, so bodies need not. Zero value:
+	// 5 s. Negative: none (a dead worker's attempt then waits out
+	// StartToCloseTimeout).
+	HeartbeatTimeout time.Duration
+}
+
+// ToolInput is what a toolset's Call receives (and CallInfo returns): the
+// call, its argument text and its downstream idempotency key.
+type ToolInput struct {
+	// Tool is the tool's name; CallID the model's tool-call id.
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	// Arguments is the argument text, after the hooks.
+	Arguments string `json:"arguments"`
+	// IdempotencyKey is the stable downstream key of this execution.
+	IdempotencyKey string `json:"idempotency_key"`
+	// Agent and Thread are the run's ("" for none).
+	Agent  string `json:"agent"`
+	Thread string `json:"thread,omitempty"`
+	// Toolset names the Toolset whose tool this is ("" for a Go tool).
+	Toolset string `json:"toolset,omitempty"`
+}
+
+// ToolOutput is a toolset call's result.
+type ToolOutput struct {
+	// Result is the result as JSON.
+	Result json.RawMessage `json:"result"`
+}
 
 // NewTool declares a Go tool whose body takes typed arguments. The
 // argument text is decoded into Args with encoding/json (a failure is the
@@ -44,13 +140,17 @@ type ToolOutput = activities.ToolOutput
 // is encoded as JSON. The body reads its downstream key with
 // IdempotencyKey and sends it to the service it calls.
 func NewTool[Args, Result any](spec ToolSpec, body func(ctx context.Context, args Args) (Result, error), opts ...ToolOptions) (*Tool, error) {
-	return activities.NewTool(spec, body, opts...)
+	t, err := activities.NewTool(activities.ToolSpec(spec), body, internalToolOptions(opts)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Tool{t}, nil
 }
 
 // MustTool is NewTool that panics on a declaration error, for
 // package-level tool variables.
 func MustTool[Args, Result any](spec ToolSpec, body func(ctx context.Context, args Args) (Result, error), opts ...ToolOptions) *Tool {
-	return activities.MustTool(spec, body, opts...)
+	return &Tool{activities.MustTool(activities.ToolSpec(spec), body, internalToolOptions(opts)...)}
 }
 
 // IdempotencyKey returns the downstream idempotency key of the tool call
@@ -76,4 +176,90 @@ func ToolError(message, errType string, nonRetryable bool) error {
 // CallInfo returns the tool call running in ctx (its id, tool, argument
 // text, downstream key, agent and thread), for a Go tool's body; false
 // outside a tool call.
-func CallInfo(ctx context.Context) (ToolInput, bool) { return activities.CallInfo(ctx) }
+func CallInfo(ctx context.Context) (ToolInput, bool) {
+	in, ok := activities.CallInfo(ctx)
+	return ToolInput(in), ok
+}
+
+func internalToolOptions(opts []ToolOptions) []activities.ToolOptions {
+	out := make([]activities.ToolOptions, len(opts))
+	for i, o := range opts {
+		out[i] = activities.ToolOptions(o)
+	}
+	return out
+}
+
+// toolset adapts a Toolset to the runtime's.
+type toolset struct{ ts Toolset }
+
+func (a toolset) Name() string { return a.ts.Name() }
+
+func (a toolset) Tools(ctx context.Context) ([]activities.ToolSpec, error) {
+	specs, err := a.ts.Tools(ctx)
+	return internalSpecs(specs), err
+}
+
+func (a toolset) Call(ctx context.Context, in activities.ToolInput) (activities.ToolOutput, error) {
+	out, err := a.ts.Call(ctx, ToolInput(in))
+	return activities.ToolOutput{Result: out.Result}, err
+}
+
+// publicToolset adapts the runtime's toolset (a Go tool of the module's
+// own, say) to a Toolset.
+type publicToolset struct{ ts activities.Toolset }
+
+func (a publicToolset) Name() string { return a.ts.Name() }
+
+func (a publicToolset) Tools(ctx context.Context) ([]ToolSpec, error) {
+	specs, err := a.ts.Tools(ctx)
+	return publicSpecs(specs), err
+}
+
+func (a publicToolset) Call(ctx context.Context, in ToolInput) (ToolOutput, error) {
+	out, err := a.ts.Call(ctx, activities.ToolInput(in))
+	return ToolOutput{Result: out.Result}, err
+}
+
+func internalSpecs(specs []ToolSpec) []activities.ToolSpec {
+	if specs == nil {
+		return nil
+	}
+	out := make([]activities.ToolSpec, len(specs))
+	for i, s := range specs {
+		out[i] = activities.ToolSpec(s)
+	}
+	return out
+}
+
+func publicSpecs(specs []activities.ToolSpec) []ToolSpec {
+	if specs == nil {
+		return nil
+	}
+	out := make([]ToolSpec, len(specs))
+	for i, s := range specs {
+		out[i] = ToolSpec(s)
+	}
+	return out
+}
+
+func init() {
+	// The CLI and the module's tests build workers from internal options:
+	// they take a Toolset (an MCP server's) through PublicToolset, and
+	// give the runtime's own tools to the public API through
+	// InternalToolset.
+	activities.PublicToolset = func(ts any) activities.Toolset {
+		switch t := ts.(type) {
+		case *Tool:
+			return t.t
+		case activities.Toolset:
+			return t
+		}
+		return toolset{ts.(Toolset)}
+	}
+	activities.InternalToolset = func(ts activities.Toolset) any {
+		if t, ok := ts.(*activities.Tool); ok {
+			return &Tool{t}
+		}
+		return publicToolset{ts}
+	}
+}

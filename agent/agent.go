@@ -135,7 +135,19 @@ func (opts Options) runOptions() runclient.RunOptions {
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: (*agentrun.StreamOptions)(opts.Stream),
 		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout,
-		Instructions: opts.Instructions, Params: (*activities.ModelParams)(opts.Params), ClientTools: opts.ClientTools}
+		Instructions: opts.Instructions, Params: (*activities.ModelParams)(opts.Params), ClientTools: clientTools(opts.ClientTools)}
+}
+
+// clientTools are specs as the run's input takes them.
+func clientTools(specs []tulip.ToolSpec) []activities.ToolSpec {
+	if specs == nil {
+		return nil
+	}
+	out := make([]activities.ToolSpec, len(specs))
+	for i, s := range specs {
+		out[i] = activities.ToolSpec(s)
+	}
+	return out
 }
 
 // Attach returns a handle on a run started elsewhere: its workflow ID

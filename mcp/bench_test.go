@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 )
 
 // BenchmarkCallRatio: one call of the "echo" tool through a Toolset (an
@@ -19,7 +19,7 @@ import (
 //
 //	go test ./mcp -run '^$' -bench CallRatio
 func BenchmarkCallRatio(b *testing.B) {
-	goTool := activities.MustTool(activities.ToolSpec{Name: "echo"}, echo)
+	goTool := tulip.MustTool(tulip.ToolSpec{Name: "echo"}, echo)
 	for _, arm := range []struct {
 		name string
 		srv  func(b *testing.B) Server
@@ -30,8 +30,8 @@ func BenchmarkCallRatio(b *testing.B) {
 		b.Run(arm.name, func(b *testing.B) {
 			ts := newToolset(b, arm.srv(b), Options{})
 			ctx := context.Background()
-			in := func(i int) activities.ToolInput {
-				return activities.ToolInput{Tool: "echo", CallID: fmt.Sprint(i), IdempotencyKey: fmt.Sprintf("k-%d", i),
+			in := func(i int) tulip.ToolInput {
+				return tulip.ToolInput{Tool: "echo", CallID: fmt.Sprint(i), IdempotencyKey: fmt.Sprintf("k-%d", i),
 					Arguments: fmt.Sprintf(`{"text":"refund ord-4821","n":%d}`, i)}
 			}
 			call := func(i int) {
@@ -40,7 +40,7 @@ func BenchmarkCallRatio(b *testing.B) {
 				}
 			}
 			goCall := func(i int) {
-				if _, err := goTool.Activity()(ctx, in(i)); err != nil {
+				if _, err := goTool.Call(ctx, in(i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -50,7 +50,7 @@ func BenchmarkCallRatio(b *testing.B) {
 			}
 			out, err := ts.Call(ctx, in(1))
 			require.NoError(b, err)
-			want, err := goTool.Activity()(ctx, in(1))
+			want, err := goTool.Call(ctx, in(1))
 			require.NoError(b, err)
 			require.JSONEq(b, string(want.Result), string(out.Result), "the arms compute the same")
 

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 )
 
 // These tests run real MCP servers from npm that nobody here wrote
@@ -59,7 +59,7 @@ func annotations(t *testing.T, ts *Toolset) map[string]ToolInfo {
 	return byName
 }
 
-func text(t *testing.T, out activities.ToolOutput) string {
+func text(t *testing.T, out tulip.ToolOutput) string {
 	t.Helper()
 	var sc struct{ Content string }
 	require.NoError(t, json.Unmarshal(out.Result, &sc), "%s", out.Result)
@@ -106,19 +106,19 @@ func TestFilesystemServer(t *testing.T) {
 	assert.Contains(t, string(tools["write_file"].Spec.Parameters), `"content"`)
 
 	// Calls do what the server does: the file is on disk.
-	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "write_file", CallID: "c1", IdempotencyKey: "k1",
+	out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "write_file", CallID: "c1", IdempotencyKey: "k1",
 		Arguments: fmt.Sprintf(`{"path": %q, "content": "refund 120.50 for ord-4821\n"}`, filepath.Join(dir, "note.txt"))})
 	require.NoError(t, err)
 	assert.Contains(t, text(t, out), "Successfully wrote to")
 	b, err := os.ReadFile(filepath.Join(dir, "note.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "refund 120.50 for ord-4821\n", string(b))
-	out, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "read_text_file", Arguments: fmt.Sprintf(`{"path": %q}`, filepath.Join(dir, "note.txt"))})
+	out, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "read_text_file", Arguments: fmt.Sprintf(`{"path": %q}`, filepath.Join(dir, "note.txt"))})
 	require.NoError(t, err)
 	assert.Equal(t, "refund 120.50 for ord-4821\n", text(t, out))
 
 	// A real tool error: a path outside the allowed directory.
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "read_text_file", Arguments: fmt.Sprintf(`{"path": %q}`, filepath.Join(outside, "secret.txt"))})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "read_text_file", Arguments: fmt.Sprintf(`{"path": %q}`, filepath.Join(outside, "secret.txt"))})
 	ae := appErr(t, err)
 	t.Logf("isError: %s", ae.Message())
 	assert.Equal(t, ErrToolError, ae.Type())
@@ -128,7 +128,7 @@ func TestFilesystemServer(t *testing.T) {
 	// This server answers an unknown tool with isError (where a Go SDK
 	// server answers a JSON-RPC error: TestCallErrors): a ToolError all the
 	// same, not retried.
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "no_such_tool", Arguments: `{}`})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "no_such_tool", Arguments: `{}`})
 	ae = appErr(t, err)
 	assert.Equal(t, ErrToolError, ae.Type())
 	assert.True(t, ae.NonRetryable())
@@ -140,7 +140,7 @@ func TestFilesystemServer(t *testing.T) {
 	ts.mu.Unlock()
 	require.NoError(t, cmd.Process.Kill())
 	require.Eventually(t, func() bool { return !connected(ts) }, 10*time.Second, 10*time.Millisecond)
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "write_file", CallID: "c2", IdempotencyKey: "k2",
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "write_file", CallID: "c2", IdempotencyKey: "k2",
 		Arguments: fmt.Sprintf(`{"path": %q, "content": "after the kill"}`, filepath.Join(dir, "after.txt"))})
 	require.NoError(t, err)
 	b, err = os.ReadFile(filepath.Join(dir, "after.txt"))
@@ -169,12 +169,12 @@ func TestFilesystemServerKilledDuringCall(t *testing.T) {
 	ts.mu.Unlock()
 	require.NoError(t, cmd.Process.Kill())
 	// Right after the kill the call may still go to the dead child.
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "list_allowed_directories", Arguments: `{}`})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "list_allowed_directories", Arguments: `{}`})
 	if err != nil {
 		ae := appErr(t, err)
 		assert.Equal(t, ErrTransport, ae.Type(), "%v", err)
 		assert.False(t, ae.NonRetryable())
-		out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "list_allowed_directories", Arguments: `{}`})
+		out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "list_allowed_directories", Arguments: `{}`})
 		require.NoError(t, err)
 		assert.Contains(t, text(t, out), filepath.Base(dir))
 	}
@@ -205,16 +205,16 @@ func TestMemoryServer(t *testing.T) {
 		assert.Equal(t, want, tools[name].Behaviour.String(), name)
 	}
 
-	_, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "create_entities", CallID: "c1", IdempotencyKey: "k1", Arguments: `{"entities": [
+	_, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "create_entities", CallID: "c1", IdempotencyKey: "k1", Arguments: `{"entities": [
 		{"name": "ord-4821", "entityType": "order", "observations": ["refunded 120.50"]},
 		{"name": "alice", "entityType": "customer", "observations": []}]}`})
 	require.NoError(t, err)
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "create_relations", Arguments: `{"relations": [{"from": "alice", "to": "ord-4821", "relationType": "placed"}]}`})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "create_relations", Arguments: `{"relations": [{"from": "alice", "to": "ord-4821", "relationType": "placed"}]}`})
 	require.NoError(t, err)
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "add_observations", Arguments: `{"observations": [{"entityName": "alice", "contents": ["prefers email"]}]}`})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "add_observations", Arguments: `{"observations": [{"entityName": "alice", "contents": ["prefers email"]}]}`})
 	require.NoError(t, err)
 
-	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "read_graph", Arguments: `{}`})
+	out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "read_graph", Arguments: `{}`})
 	require.NoError(t, err)
 	t.Logf("read_graph: %s", out.Result)
 	var graph struct {
@@ -261,7 +261,7 @@ func TestMemoryServer(t *testing.T) {
 // environ is the environment a stdio test server was started with.
 func environ(t *testing.T, ts *Toolset) map[string]string {
 	t.Helper()
-	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "environ", Arguments: `{}`})
+	out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "environ", Arguments: `{}`})
 	require.NoError(t, err)
 	var blocks []struct{ Text string }
 	require.NoError(t, json.Unmarshal(out.Result, &blocks))

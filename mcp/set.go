@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
@@ -99,9 +100,9 @@ func Open(ctx context.Context, servers []Server, opts ...OpenOptions) (*Set, err
 }
 
 // Toolsets are the set's toolsets, in the order of the servers, for
-// worker.Options.Toolsets.
-func (s *Set) Toolsets() []activities.Toolset {
-	out := make([]activities.Toolset, len(s.sets))
+// tulip.Options.Tools.
+func (s *Set) Toolsets() []tulip.Toolset {
+	out := make([]tulip.Toolset, len(s.sets))
 	for i, t := range s.sets {
 		out[i] = t
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 )
 
 // Keys tulip sets in the _meta of every tools/call request.
@@ -77,7 +77,7 @@ type ToolInfo struct {
 	// Behaviour is what tulip does with the tool, already in Spec.
 	Behaviour Behaviour `json:"behaviour"`
 	// Spec is the tool as tulip uses it.
-	Spec activities.ToolSpec `json:"spec"`
+	Spec tulip.ToolSpec `json:"spec"`
 }
 
 // New makes the toolset of server s. It validates s and does not connect:
@@ -105,12 +105,12 @@ func (t *Toolset) Name() string { return t.srv.Name }
 // list), from the cached list while it is fresh: for the server's ttlMs
 // when it gives one, else Options.ListTTL. A run records the list it uses
 // in its history: the cache decides only what a new run sees.
-func (t *Toolset) Tools(ctx context.Context) ([]activities.ToolSpec, error) {
+func (t *Toolset) Tools(ctx context.Context) ([]tulip.ToolSpec, error) {
 	infos, err := t.Describe(ctx)
 	if err != nil {
 		return nil, err
 	}
-	specs := make([]activities.ToolSpec, len(infos))
+	specs := make([]tulip.ToolSpec, len(infos))
 	for i, in := range infos {
 		specs[i] = in.Spec
 	}
@@ -230,7 +230,7 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 		}
 		seen[name] = true
 		b := t.srv.Decide(tool.Name, tool.Annotations)
-		spec := activities.ToolSpec{
+		spec := tulip.ToolSpec{
 			Name:        name,
 			Description: t.red.text(tool.Description),
 			Idempotent:  b.Idempotent,
@@ -260,25 +260,25 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 // tool's structuredContent when it has one, else its content blocks as a
 // JSON array. Errors are temporal.ApplicationErrors: ErrToolError (isError),
 // ErrProtocolError (a JSON-RPC error), ErrTransport (retryable),
-// ErrUnknownTool and activities.ErrArgumentDecode.
-func (t *Toolset) Call(ctx context.Context, in activities.ToolInput) (activities.ToolOutput, error) {
+// ErrUnknownTool and string(tulip.ArgumentDecode).
+func (t *Toolset) Call(ctx context.Context, in tulip.ToolInput) (tulip.ToolOutput, error) {
 	name, ok := t.mcpName(in.Tool)
 	if !ok {
-		return activities.ToolOutput{}, activities.ToolError(
+		return tulip.ToolOutput{}, tulip.ToolError(
 			fmt.Sprintf("mcp: server %q has no tool %q (its tools are prefixed %q)", t.srv.Name, in.Tool, t.srv.Name+"_"), ErrUnknownTool, true)
 	}
 	args, err := objectArgs(in.Arguments)
 	if err != nil {
-		return activities.ToolOutput{}, activities.ToolError(
-			fmt.Sprintf("tool %s: arguments do not decode: %v", in.Tool, err), activities.ErrArgumentDecode, true)
+		return tulip.ToolOutput{}, tulip.ToolError(
+			fmt.Sprintf("tool %s: arguments do not decode: %v", in.Tool, err), string(tulip.ArgumentDecode), true)
 	}
 	for attempt := 0; ; attempt++ {
 		s, err := t.session(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return activities.ToolOutput{}, ctx.Err()
+				return tulip.ToolOutput{}, ctx.Err()
 			}
-			return activities.ToolOutput{}, activities.ToolError(err.Error(), ErrTransport, false)
+			return tulip.ToolOutput{}, tulip.ToolError(err.Error(), ErrTransport, false)
 		}
 		meta := sdk.Meta{MetaCallID: in.CallID}
 		if in.IdempotencyKey != "" {
@@ -289,10 +289,10 @@ func (t *Toolset) Call(ctx context.Context, in activities.ToolInput) (activities
 			return t.result(in.Tool, res)
 		}
 		if ctx.Err() != nil {
-			return activities.ToolOutput{}, ctx.Err()
+			return tulip.ToolOutput{}, ctx.Err()
 		}
 		if isProtocolError(err) {
-			return activities.ToolOutput{}, activities.ToolError(
+			return tulip.ToolOutput{}, tulip.ToolError(
 				fmt.Sprintf("mcp: server %q: tool %q: %s", t.srv.Name, name, t.red.text(oneLine(err.Error()))), ErrProtocolError, true)
 		}
 		t.drop(s)
@@ -301,7 +301,7 @@ func (t *Toolset) Call(ctx context.Context, in activities.ToolInput) (activities
 			// Once more, on a new connection.
 			continue
 		}
-		return activities.ToolOutput{}, activities.ToolError(
+		return tulip.ToolOutput{}, tulip.ToolError(
 			fmt.Sprintf("mcp: server %q: tool %q: %s", t.srv.Name, name, t.red.text(oneLine(err.Error()))), ErrTransport, false)
 	}
 }
@@ -336,7 +336,7 @@ func objectArgs(text string) (json.RawMessage, error) {
 }
 
 // result maps a tools/call result.
-func (t *Toolset) result(tool string, res *sdk.CallToolResult) (activities.ToolOutput, error) {
+func (t *Toolset) result(tool string, res *sdk.CallToolResult) (tulip.ToolOutput, error) {
 	content := res.Content
 	if content == nil {
 		content = []sdk.Content{}
@@ -353,7 +353,7 @@ func (t *Toolset) result(tool string, res *sdk.CallToolResult) (activities.ToolO
 			b, _ := json.Marshal(content)
 			msg = fmt.Sprintf("tool %s failed: %s", tool, b)
 		}
-		return activities.ToolOutput{}, activities.ToolError(t.red.text(msg), ErrToolError, true)
+		return tulip.ToolOutput{}, tulip.ToolError(t.red.text(msg), ErrToolError, true)
 	}
 	var (
 		b   []byte
@@ -367,10 +367,10 @@ func (t *Toolset) result(tool string, res *sdk.CallToolResult) (activities.ToolO
 		b, err = json.Marshal(content)
 	}
 	if err != nil {
-		return activities.ToolOutput{}, activities.ToolError(
-			fmt.Sprintf("tool %s: result does not encode as JSON: %v", tool, err), activities.ErrResultEncode, true)
+		return tulip.ToolOutput{}, tulip.ToolError(
+			fmt.Sprintf("tool %s: result does not encode as JSON: %v", tool, err), string(tulip.ResultEncode), true)
 	}
-	return activities.ToolOutput{Result: t.red.json(b)}, nil
+	return tulip.ToolOutput{Result: t.red.json(b)}, nil
 }
 
 // isProtocolError: the server answered with a JSON-RPC error (as opposed

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
@@ -181,7 +182,7 @@ func TestCallMetaAndArguments(t *testing.T) {
 	m := recordingServer(&s)
 	ts := newToolset(t, m.server("rec"), Options{})
 	args := `{"amount": 9007199254740993, "price": 120.50, "note": "é"}`
-	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "record", CallID: "call-7", Arguments: args, IdempotencyKey: "tulip:run-1:3"})
+	out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "record", CallID: "call-7", Arguments: args, IdempotencyKey: "tulip:run-1:3"})
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"type":"text","text":"recorded"}]`, string(out.Result), "content blocks as wire JSON")
 	require.Len(t, s.meta, 1)
@@ -190,7 +191,7 @@ func TestCallMetaAndArguments(t *testing.T) {
 	assert.Contains(t, s.args[0], "9007199254740993")
 	assert.Contains(t, s.args[0], "120.50")
 
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "record", CallID: "c"})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "record", CallID: "c"})
 	require.NoError(t, err, "empty arguments are {}")
 	assert.Equal(t, "{}", s.args[1])
 	assert.NotContains(t, s.meta[1], MetaIdempotencyKey, "no key outside tulip: none sent")
@@ -199,7 +200,7 @@ func TestCallMetaAndArguments(t *testing.T) {
 func TestCallResults(t *testing.T) {
 	m := newMemServer(newTestServer(nil))
 	ts := newToolset(t, m.server("t"), Options{})
-	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "echo", Arguments: `{"text":"hi","n":41}`})
+	out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "echo", Arguments: `{"text":"hi","n":41}`})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"echo":"hi","n":42}`, string(out.Result), "structuredContent when present")
 
@@ -222,7 +223,7 @@ func TestCallResults(t *testing.T) {
 					return &sdk.CallToolResult{StructuredContent: json.RawMessage(big), Content: []sdk.Content{&sdk.TextContent{Text: c.text}}}, nil
 				})
 			ts := newToolset(t, newMemServer(srv).server("big"), Options{})
-			out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "big", Arguments: `{}`})
+			out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "big", Arguments: `{}`})
 			require.NoError(t, err)
 			assert.Equal(t, c.want, string(out.Result))
 		})
@@ -245,7 +246,7 @@ func TestCallErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ts.Call(ctxT(t), activities.ToolInput{Tool: c.tool, Arguments: c.args})
+			_, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: c.tool, Arguments: c.args})
 			ae := appErr(t, err)
 			assert.Equal(t, c.typ, ae.Type())
 			assert.True(t, ae.NonRetryable())
@@ -281,10 +282,10 @@ func TestOpenClashAndPrefix(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	assert.ElementsMatch(t, []string{"fs2_echo", "fs2_pid"}, names)
-	out, err := set.Toolset("fs2").Call(ctxT(t), activities.ToolInput{Tool: "fs2_echo", Arguments: `{"text":"x"}`})
+	out, err := set.Toolset("fs2").Call(ctxT(t), tulip.ToolInput{Tool: "fs2_echo", Arguments: `{"text":"x"}`})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"echo":"x","n":1}`, string(out.Result))
-	_, err = set.Toolset("fs2").Call(ctxT(t), activities.ToolInput{Tool: "echo", Arguments: `{}`})
+	_, err = set.Toolset("fs2").Call(ctxT(t), tulip.ToolInput{Tool: "echo", Arguments: `{}`})
 	assert.Equal(t, ErrUnknownTool, appErr(t, err).Type())
 }
 
@@ -343,7 +344,7 @@ func TestReconnectInMemory(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			_, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "echo", Arguments: fmt.Sprintf(`{"text":"%d"}`, i)})
+			_, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "echo", Arguments: fmt.Sprintf(`{"text":"%d"}`, i)})
 			assert.NoError(t, err)
 		})
 	}
@@ -352,7 +353,7 @@ func TestReconnectInMemory(t *testing.T) {
 
 	m.closeAll()
 	require.Eventually(t, func() bool { return !connected(ts) }, 5*time.Second, 5*time.Millisecond, "the broken session is dropped")
-	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "echo", Arguments: `{"text":"again"}`})
+	out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "echo", Arguments: `{"text":"again"}`})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"echo":"again","n":1}`, string(out.Result))
 	assert.Equal(t, 2, connects(ts))
@@ -369,7 +370,7 @@ func TestCallOnClosedSession(t *testing.T) {
 	s := ts.sess
 	ts.mu.Unlock()
 	require.NoError(t, s.Close()) // closed from our side: the watcher has not dropped it yet, or has
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "echo", Arguments: `{"text":"x"}`})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "echo", Arguments: `{"text":"x"}`})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), m.calls.Load())
 }
@@ -379,7 +380,7 @@ func TestCallOnClosedSession(t *testing.T) {
 func TestReconnectStdio(t *testing.T) {
 	ts := newToolset(t, stdioServer(t, "child"), Options{})
 	pid := func() int {
-		out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "pid", Arguments: `{}`})
+		out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "pid", Arguments: `{}`})
 		require.NoError(t, err)
 		var blocks []struct{ Text string }
 		require.NoError(t, json.Unmarshal(out.Result, &blocks))
@@ -404,7 +405,7 @@ func TestReconnectStdio(t *testing.T) {
 	ts.mu.Unlock()
 	require.NoError(t, ts.Close())
 	assert.NotNil(t, cmd.ProcessState, "Close waited for the child to exit")
-	_, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "pid", Arguments: `{}`})
+	_, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "pid", Arguments: `{}`})
 	ae := appErr(t, err)
 	assert.Equal(t, ErrTransport, ae.Type(), "retryable: another worker may take it")
 	assert.Equal(t, `mcp: server "child": the toolset is closed`, ae.Message())
@@ -423,7 +424,7 @@ func TestCallUnreachable(t *testing.T) {
 		return &sdk.IOTransport{Reader: outR, Writer: inW}, nil
 	}}, Options{ConnectTimeout: 200 * time.Millisecond})
 	start := time.Now()
-	_, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "x"})
+	_, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "x"})
 	ae := appErr(t, err)
 	assert.Equal(t, ErrTransport, ae.Type())
 	assert.False(t, ae.NonRetryable())
@@ -469,13 +470,13 @@ func TestHTTPHeadersAreSecret(t *testing.T) {
 	b, _ := json.Marshal(specs)
 	assert.NotContains(t, string(b), token)
 	assert.Contains(t, string(b), redacted)
-	out, err := ts.Call(ctxT(t), activities.ToolInput{Tool: "whoami", Arguments: `{}`})
+	out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "whoami", Arguments: `{}`})
 	require.NoError(t, err)
 	assert.Equal(t, "Bearer "+token, gotAuth)
 	assert.NotContains(t, string(out.Result), token)
 	assert.JSONEq(t, `{"auth":"[redacted]","n":12345678901234567000}`, string(out.Result),
 		"no text block serializes the structured content: its numbers went through float64")
-	_, err = ts.Call(ctxT(t), activities.ToolInput{Tool: "leak", Arguments: `{}`})
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "leak", Arguments: `{}`})
 	assert.Equal(t, ErrToolError, appErr(t, err).Type())
 	assert.Equal(t, "bad key [redacted]", appErr(t, err).Message())
 

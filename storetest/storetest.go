@@ -23,8 +23,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Harness opens the store under test and reaches under it.

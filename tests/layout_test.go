@@ -105,8 +105,7 @@ func TestAnthropicModelModule(t *testing.T) {
 // fails the test, and so does one that is gone but still listed.
 var internalStructAliases = map[string]bool{
 	"tulip.Call": true, "tulip.DirStore": true, "tulip.StoreEntryError": true, "tulip.ThreadRef": true,
-	"tulip.ThreadState": true, "tulip.Tool": true, "tulip.ToolInput": true, "tulip.ToolOptions": true,
-	"tulip.ToolOutput": true, "tulip.ToolSpec": true, "tulip.Value": true, "tulip.Verdict": true,
+	"tulip.ThreadState": true, "tulip.Value": true, "tulip.Verdict": true,
 }
 
 // A public package defines the structs a user fills in or reads, so that

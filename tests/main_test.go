@@ -98,11 +98,22 @@ func startPublicWorker(t testing.TB, c client.Client, tq string, opts tulip.Opti
 	return w
 }
 
-// toolsets are Go tools as tulip.Options.Tools takes them.
+// toolsets are the module's own Go tools as tulip.Options.Tools takes
+// them.
 func toolsets(tools ...*activities.Tool) []tulip.Toolset {
 	out := make([]tulip.Toolset, len(tools))
 	for i, t := range tools {
-		out[i] = t
+		out[i] = activities.InternalToolset(t).(tulip.Toolset)
+	}
+	return out
+}
+
+// internalToolsets are toolsets (an MCP set's) as the worker's internal
+// options take them.
+func internalToolsets(sets []tulip.Toolset) []activities.Toolset {
+	out := make([]activities.Toolset, len(sets))
+	for i, ts := range sets {
+		out[i] = activities.PublicToolset(ts)
 	}
 	return out
 }

@@ -82,10 +82,7 @@ func TestReplayBadHistory(t *testing.T) {
 
 	// The public API's error is its own type, with the same line.
 	ro := cli.ReplayOptions()
-	opts := tulip.Options{Hooks: ro.Hooks}
-	for _, tool := range ro.Tools {
-		opts.Tools = append(opts.Tools, tool)
-	}
+	opts := tulip.Options{Hooks: ro.Hooks, Tools: toolsets(ro.Tools...)}
 	err = tulip.ReplayHistories(opts, tulip.ReplayOptions{}, bad)
 	var pub *tulip.ReplayError
 	require.ErrorAs(t, err, &pub)

@@ -212,7 +212,11 @@ func toolsets(set *mcp.Set) []activities.Toolset {
 	if set == nil {
 		return nil
 	}
-	return set.Toolsets()
+	var out []activities.Toolset
+	for _, ts := range set.Toolsets() {
+		out = append(out, activities.PublicToolset(ts))
+	}
+	return out
 }
 
 // resumeArgs are the flags that give a resumed worker the same servers;

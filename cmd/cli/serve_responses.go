@@ -297,7 +297,7 @@ func (a *apiServer) start(ctx context.Context, tenant string, thread threadName,
 	defer unlock()
 	return agent.Start(ctx, a.c, agent.Options{TaskQueue: a.taskQueue, Model: chatModel, Agent: rr.agent, ThreadID: wfID,
 		Message: rr.message, Hooks: a.hooks, MaxTurns: a.maxTurns, Stream: &agent.StreamOptions{Text: true, Content: true},
-		Instructions: rr.instructions, Params: (*tulip.ModelParams)(rr.params), ClientTools: rr.tools})
+		Instructions: rr.instructions, Params: (*tulip.ModelParams)(rr.params), ClientTools: publicSpecs(rr.tools)})
 }
 
 // answer resumes the run id names with an approval's answer or client
@@ -653,4 +653,16 @@ func (a *apiServer) firstTask(ctx context.Context, run *agent.Run) (*agent.Resul
 		}
 	}
 	return nil, nil
+}
+
+// publicSpecs are client tools' specs as agent.Options takes them.
+func publicSpecs(specs []activities.ToolSpec) []tulip.ToolSpec {
+	if specs == nil {
+		return nil
+	}
+	out := make([]tulip.ToolSpec, len(specs))
+	for i, s := range specs {
+		out[i] = tulip.ToolSpec(s)
+	}
+	return out
 }

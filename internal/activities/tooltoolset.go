@@ -16,3 +16,14 @@ func (t *Tool) Tools(context.Context) ([]ToolSpec, error) { return []ToolSpec{t.
 func (t *Tool) Call(ctx context.Context, in ToolInput) (ToolOutput, error) { return t.fn(ctx, in) }
 
 var _ Toolset = (*Tool)(nil)
+
+// PublicToolset adapts a toolset of package tulip's Toolset interface (or
+// one of this package's, returned as it is) for this package, and
+// InternalToolset does the reverse (its result is a tulip.Toolset).
+// Package tulip sets both when it is initialized: it imports this
+// package, which so cannot import it. The CLI and the module's tests,
+// which build workers from internal options, use them.
+var (
+	PublicToolset   func(ts any) Toolset
+	InternalToolset func(ts Toolset) any
+)

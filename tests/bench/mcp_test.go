@@ -92,7 +92,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	goEcho := activities.MustTool(activities.ToolSpec{Name: "go_echo", Idempotent: true}, echo)
 	const n = 50
 	tq := fmt.Sprintf("bench-mcp-%d", time.Now().UnixNano())
-	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{goEcho}, Toolsets: set.Toolsets(),
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{goEcho}, Toolsets: []activities.Toolset{activities.PublicToolset(set.Toolsets()[0])},
 		Models: map[string]activities.Model{"go": echoRun("go_echo", n).Model(), "mcp": echoRun("mcp_echo", n).Model()}})
 	require.NoError(b, err)
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
