@@ -205,7 +205,7 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 
 // internal is the worker's options: Go tools and toolsets apart.
 func (o Options) internal() workerplugin.Options {
-	w := workerplugin.Options{Hooks: o.Hooks, Models: internalModels(o.Models), Conversation: policy(o.Conversation),
+	w := workerplugin.Options{Hooks: internalHooks(o.Hooks), Models: internalModels(o.Models), Conversation: policy(o.Conversation),
 		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, StopTimeout: o.StopTimeout,
 		MetricAgents: o.MetricAgents}
 	if o.Observer != nil {

@@ -48,7 +48,7 @@ func TestAnthropicReEmittedRefundIsServed(t *testing.T) {
 		APIKeyEnv: "TULIP_TEST_ANTHROPIC_KEY", SystemPrompt: "You are a support agent."})
 	require.NoError(t, err)
 	bill, tb := billedToolbox(t)
-	plugin, err := tulip.NewPlugin(tulip.Options{Tools: toolsets(tb.Tools()...), Hooks: demo.Hooks(), Models: map[string]tulip.Model{"claude": m}})
+	plugin, err := tulip.NewPlugin(tulip.Options{Tools: toolsets(tb.Tools()...), Hooks: publicHooks(demo.Hooks()), Models: map[string]tulip.Model{"claude": m}})
 	require.NoError(t, err)
 	c := dial(t, server.Address())
 	tq := taskQueue(t.Name())

@@ -23,6 +23,7 @@ import (
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/hooks"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
@@ -104,6 +105,16 @@ func toolsets(tools ...*activities.Tool) []tulip.Toolset {
 	out := make([]tulip.Toolset, len(tools))
 	for i, t := range tools {
 		out[i] = activities.InternalToolset(t).(tulip.Toolset)
+	}
+	return out
+}
+
+// publicHooks are the module's own hooks (the demo's) as tulip.Options
+// takes them.
+func publicHooks(in map[string]hooks.Hook) map[string]tulip.Hook {
+	out := make(map[string]tulip.Hook, len(in))
+	for name, h := range in {
+		out[name] = hooks.Internal(h).(tulip.Hook)
 	}
 	return out
 }

@@ -82,7 +82,7 @@ func TestReplayBadHistory(t *testing.T) {
 
 	// The public API's error is its own type, with the same line.
 	ro := cli.ReplayOptions()
-	opts := tulip.Options{Hooks: ro.Hooks, Tools: toolsets(ro.Tools...)}
+	opts := tulip.Options{Hooks: publicHooks(ro.Hooks), Tools: toolsets(ro.Tools...)}
 	err = tulip.ReplayHistories(opts, tulip.ReplayOptions{}, bad)
 	var pub *tulip.ReplayError
 	require.ErrorAs(t, err, &pub)

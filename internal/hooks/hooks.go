@@ -74,3 +74,12 @@ func Approve(tool, reason string) Hook {
 		return Decision{}
 	}
 }
+
+// Public adapts a hook of package tulip's Hook type for this package, and
+// Internal does the reverse (its result is a tulip.Hook). Package tulip
+// sets both when it is initialized: it imports this package, which so
+// cannot import it. The CLI and the module's tests use them.
+var (
+	Public   func(h any) Hook
+	Internal func(h Hook) any
+)
