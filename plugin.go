@@ -219,7 +219,7 @@ func (o Options) internal() workerplugin.Options {
 		}
 	}
 	if o.ThreadStore != nil {
-		w.Checkpointer = activities.TemporalCheckpointer{Store: o.ThreadStore}
+		w.Checkpointer = activities.TemporalCheckpointer{Store: store{o.ThreadStore}}
 	}
 	if o.ConversationCacheBytes > 0 {
 		w.ConversationCache = activities.NewConversationCacheBytes(activities.DefaultCacheNodes, o.ConversationCacheBytes)

@@ -267,7 +267,11 @@ func (r *Run) Trace(ctx context.Context) ([]TraceLine, error) {
 // execution log, as the thread's next run would load it (the open run's,
 // while one is open).
 func Thread(ctx context.Context, c client.Client, threadID string) (*tulip.ThreadState, error) {
-	return runclient.Thread(ctx, c, threadID)
+	cp, err := runclient.Thread(ctx, c, threadID)
+	if err != nil {
+		return nil, publicError(err)
+	}
+	return state(cp), nil
 }
 
 // ThreadLog returns the execution log an agent ("" for the default one)

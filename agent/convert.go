@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/internal/activities"
 
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
@@ -29,8 +30,8 @@ func result(res *agentrun.RunResult) (*Result, error) {
 		return nil, nil
 	}
 	out := &Result{Status: res.Status, Agent: res.Agent, ThreadID: res.ThreadID, Answer: res.Answer,
-		Turns: res.Turns, Error: res.Error, Checkpoint: res.Checkpoint, ContinuedAsNew: res.ContinuedAsNew,
-		State: res.State, Usage: (*tulip.Usage)(res.Usage), ClientTools: res.ClientTools, StoreError: res.StoreError}
+		Turns: res.Turns, Error: res.Error, Checkpoint: state(res.Checkpoint), ContinuedAsNew: res.ContinuedAsNew,
+		State: state(res.State), Usage: (*tulip.Usage)(res.Usage), ClientTools: res.ClientTools, StoreError: res.StoreError}
 	if res.Trace != nil {
 		out.Trace = make([]TraceLine, len(res.Trace))
 	}
@@ -93,4 +94,12 @@ func (e *ThreadBusyError) err() error {
 
 func (e *NotInterruptedError) err() error {
 	return &runclient.NotInterruptedError{WorkflowID: e.WorkflowID}
+}
+
+// state is cp as a *tulip.ThreadState (nil for nil).
+func state(cp *activities.Checkpoint) *tulip.ThreadState {
+	if cp == nil {
+		return nil
+	}
+	return activities.PublicState(cp).(*tulip.ThreadState)
 }

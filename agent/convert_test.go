@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -40,12 +41,17 @@ func TestResultKeepsEveryField(t *testing.T) {
 			Relation: dedup.EarlierTurn, Key: "k", NearMiss: nm}},
 		Interrupt: &agentrun.Interrupt{ID: "i", Turn: 2, Hook: "h", Reason: "r"},
 		Error:     "e", ContinuedAsNew: 2, Summary: map[agentrun.Outcome]int{agentrun.OutcomeCached: 1},
-		ClientTools: []string{"ct"}, StoreError: "s"}
+		ClientTools: []string{"ct"}, StoreError: "s",
+		Checkpoint: &activities.Checkpoint{Run: "r", Agents: map[string]json.RawMessage{"": json.RawMessage(`{"records":[]}`)},
+			Messages: []activities.Message{{Role: "user", Content: "hi"}}, Minted: map[string]int{"": 2}},
+		State: &activities.Checkpoint{Run: "r", Conversation: &activities.ConversationRef{Count: 3, Digest: "d"}}}
 	out, err := result(in)
 	require.NoError(t, err)
 	assert.Equal(t, Served, out.Trace[0].Outcome)
 	assert.Equal(t, "/amount", out.Trace[0].NearMiss.Differences[0].Path)
 	assert.Equal(t, "earlier_turn", out.Trace[0].Relation)
+	assert.Equal(t, "hi", out.Checkpoint.Messages[0].Content)
+	assert.Equal(t, "r", out.State.Run)
 
 	members := func(v any) map[string]any {
 		b, err := json.Marshal(v)

@@ -61,10 +61,14 @@ func (s *ThreadStore) AsidePrefix(threadID string) string {
 // Load implements tulip.ThreadStore.
 func (s *ThreadStore) Load(ctx context.Context, ref tulip.ThreadRef) (*tulip.ThreadState, error) {
 	h, _, err := s.read(ctx, ref.ThreadID)
+	var bad *activities.EntryError
+	if errors.As(err, &bad) {
+		return nil, &tulip.StoreEntryError{Thread: bad.Thread, Entry: bad.Entry, Err: bad.Err}
+	}
 	if err != nil || h == nil {
 		return nil, err
 	}
-	return h.State, nil
+	return activities.PublicState(h.State).(*tulip.ThreadState), nil
 }
 
 // read returns the thread's head and its ETag (nil, "" when there is
@@ -87,19 +91,23 @@ func (s *ThreadStore) read(ctx context.Context, threadID string) (*activities.St
 	}
 	entry := "s3://" + s.b.bucket + "/" + key
 	if len(body) > MaxEntryBytes {
-		return nil, etag, &tulip.StoreEntryError{Thread: threadID, Entry: entry, Err: fmt.Errorf("over %d bytes", MaxEntryBytes)}
+		return nil, etag, &activities.EntryError{Thread: threadID, Entry: entry, Err: fmt.Errorf("over %d bytes", MaxEntryBytes)}
 	}
 	h, err := activities.DecodeHead(body, s.codec, threadID, entry)
 	return h, etag, err
 }
 
-// Save implements tulip.ThreadStore: it keeps cp unless the object holds
+// Save implements tulip.ThreadStore: it keeps state unless the object holds
 // the state of a run that started later. The write is conditional on the
 // object it read (If-Match its ETag, or If-None-Match: * when there was
 // none); a refused write means another save won meanwhile, so it reads
 // again and decides again. An entry that cannot be read is copied aside
 // (Prefix+"aside/...", never deleted), logged once, and replaced.
-func (s *ThreadStore) Save(ctx context.Context, ref tulip.ThreadRef, cp *tulip.ThreadState) error {
+func (s *ThreadStore) Save(ctx context.Context, ref tulip.ThreadRef, state *tulip.ThreadState) error {
+	cp, err := activities.StateOf(state)
+	if err != nil {
+		return err
+	}
 	body, err := activities.EncodeHead(activities.StoredHead{Thread: ref.ThreadID, Run: ref.RunID, Started: ref.Started, State: cp}, s.codec)
 	if err != nil {
 		return err
@@ -107,7 +115,7 @@ func (s *ThreadStore) Save(ctx context.Context, ref tulip.ThreadRef, cp *tulip.T
 	key := s.Key(ref.ThreadID)
 	for range MaxRaces {
 		old, etag, err := s.read(ctx, ref.ThreadID)
-		var bad *tulip.StoreEntryError
+		var bad *activities.EntryError
 		switch {
 		case errors.As(err, &bad):
 			aside := fmt.Sprintf("%s%d", s.AsidePrefix(ref.ThreadID), time.Now().UnixNano())

@@ -169,11 +169,11 @@ func ref(thread, run string, n int) tulip.ThreadRef {
 
 // state is a state of run with n messages.
 func state(run string, n int) *tulip.ThreadState {
-	cp := &tulip.ThreadState{Run: run, Agents: map[string]json.RawMessage{}}
+	cp := &activities.Checkpoint{Run: run, Agents: map[string]json.RawMessage{}}
 	for i := range n {
 		cp.Messages = append(cp.Messages, activities.Message{Role: "user", Content: fmt.Sprintf("message %d of %s", i, run)})
 	}
-	return cp
+	return activities.PublicState(cp).(*tulip.ThreadState)
 }
 
 func keyring(t testing.TB, id string) *codec.Keyring {

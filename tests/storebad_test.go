@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/cmd/soak/s3server"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -29,8 +30,10 @@ import (
 // as a torn write, a lost key or an operator would.
 type storeUnder struct {
 	store activities.Checkpointer
-	// withCodec is a store over the same entries with codec c.
+	// withCodec is a store over the same entries with codec c, as the
+	// runtime holds it; public is the same store as a user holds it.
 	withCodec func(c converter.PayloadCodec) activities.Checkpointer
+	public    func(c converter.PayloadCodec) tulip.ThreadStore
 	// read returns the thread's entry as stored.
 	read func(t *testing.T, thread string) []byte
 	// write replaces the thread's entry with b.
@@ -54,6 +57,9 @@ var threadStores = []struct {
 			store: d,
 			withCodec: func(c converter.PayloadCodec) activities.Checkpointer {
 				return activities.DirStore{Dir: d.Dir, Codec: c}
+			},
+			public: func(c converter.PayloadCodec) tulip.ThreadStore {
+				return tulip.DirStore{Dir: d.Dir, Codec: c}
 			},
 			read: func(t *testing.T, thread string) []byte {
 				b, err := os.ReadFile(d.Path(thread))
@@ -81,8 +87,9 @@ var threadStores = []struct {
 		st := b.Threads(c)
 		cl := srv.Client()
 		return storeUnder{
-			store:     st,
-			withCodec: func(c converter.PayloadCodec) activities.Checkpointer { return b.Threads(c) },
+			store:     activities.PublicStore(st),
+			withCodec: func(c converter.PayloadCodec) activities.Checkpointer { return activities.PublicStore(b.Threads(c)) },
+			public:    func(c converter.PayloadCodec) tulip.ThreadStore { return b.Threads(c) },
 			read: func(t *testing.T, thread string) []byte {
 				out, err := cl.GetObject(ctxT(t), &s3.GetObjectInput{Bucket: &srv.Bucket, Key: aws.String(st.Key(thread))})
 				require.NoError(t, err)

@@ -32,8 +32,7 @@ func TestThreadStoreConformance(t *testing.T) {
 			}
 			storetest.Run(t, storetest.Harness{
 				Open: func(t testing.TB, c converter.PayloadCodec) tulip.ThreadStore {
-					u := under(t)
-					return u.withCodec(c)
+					return under(t).public(c)
 				},
 				Corrupt: func(t testing.TB, thread string, b []byte) { under(t).write(t.(*testing.T), thread, b) },
 				Aside:   func(t testing.TB, thread string) int { return under(t).aside(t.(*testing.T), thread) },

@@ -90,9 +90,9 @@ func (e *env) openThreadStore(raw string, keys *codec.Keyring) (activities.Check
 			fmt.Fprintf(e.stderr, "tulip: cannot check the thread store yet (%v); its saves will retry\n", err)
 		}
 		if keys == nil {
-			return b.Threads(nil), nil
+			return activities.PublicStore(b.Threads(nil)), nil
 		}
-		return b.Threads(keys), nil
+		return activities.PublicStore(b.Threads(keys)), nil
 	}
 	dir, err := dirOf(raw)
 	if err != nil {

@@ -71,9 +71,9 @@ func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool, creds
 			return nil, err
 		}
 	}
-	var st activities.Checkpointer = b.Threads(nil)
+	st := activities.PublicStore(b.Threads(nil))
 	if keys != nil {
-		st = b.Threads(keys)
+		st = activities.PublicStore(b.Threads(keys))
 	}
 	if late {
 		st = lateSaver{st}
