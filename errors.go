@@ -67,6 +67,15 @@ const (
 	// RunFailed: the run failed for a reason with no kind of its own (a
 	// model call out of retries, say).
 	RunFailed ErrorKind = "tulip.RunFailed"
+	// Ambiguous: a tool body's error after which the effect may have
+	// happened (a timeout after the request went out): return
+	// ToolError(msg, string(Ambiguous), false). With ToolSpec.OnUnknown
+	// "check" the call's outcome is unknown and the run checks; otherwise
+	// it is an error like any other.
+	Ambiguous ErrorKind = "tulip.Ambiguous"
+	// OutcomeUnknown: a call's outcome stayed unknown (its check failed,
+	// or every attempt was lost); the model is told so.
+	OutcomeUnknown ErrorKind = "tulip.OutcomeUnknown"
 )
 
 // KindOf returns the tulip kind of err, or "" when err is not a tulip

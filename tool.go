@@ -92,6 +92,17 @@ type ToolSpec struct {
 	// for runs in flight (their replay expects the other event). Zero: a
 	// normal activity.
 	Local bool `json:"local,omitempty"`
+	// OnUnknown is what a run does when an attempt of the tool started and
+	// its outcome is unknown: its worker was lost (heartbeat or
+	// start-to-close timeout) or the body returned a ToolError of kind
+	// Ambiguous. A clean error from the body is never unknown.
+	//   - "" or "retry": Temporal runs the attempt again with the same key,
+	//     for services that honour it.
+	//   - "check": ToolOptions.Check asks the service whether the key was
+	//     applied. Its answer is the call's outcome, and the call runs
+	//     again (same key) only when it was not; the trace line's Unknown
+	//     says what happened (docs/unknown.md).
+	OnUnknown string `json:"on_unknown,omitempty"`
 }
 
 // ToolOptions are a tool's activity options. Zero values are documented
@@ -109,6 +120,13 @@ type ToolOptions struct {
 	// 5 s. Negative: none (a dead worker's attempt then waits out
 	// StartToCloseTimeout).
 	HeartbeatTimeout time.Duration
+	// Check answers, for a tool whose OnUnknown is "check", whether the
+	// service applied the execution in.IdempotencyKey: applied, with the
+	// result the body would have returned (JSON), or not. It runs as an
+	// activity of its own, retried like the body; if it still fails, the
+	// call fails with kind OutcomeUnknown. Required with "check", refused
+	// without it.
+	Check func(ctx context.Context, in ToolInput) (result json.RawMessage, applied bool, err error)
 }
 
 // ToolInput is what a toolset's Call receives (and CallInfo returns): the
@@ -184,7 +202,12 @@ func CallInfo(ctx context.Context) (ToolInput, bool) {
 func internalToolOptions(opts []ToolOptions) []activities.ToolOptions {
 	out := make([]activities.ToolOptions, len(opts))
 	for i, o := range opts {
-		out[i] = activities.ToolOptions(o)
+		out[i] = activities.ToolOptions{StartToCloseTimeout: o.StartToCloseTimeout, RetryPolicy: o.RetryPolicy, HeartbeatTimeout: o.HeartbeatTimeout}
+		if check := o.Check; check != nil {
+			out[i].Check = func(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
+				return check(ctx, ToolInput(in))
+			}
+		}
 	}
 	return out
 }

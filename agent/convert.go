@@ -39,6 +39,9 @@ func result(res *agentrun.RunResult) (*Result, error) {
 		out.Trace[i] = TraceLine{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Arguments: l.Arguments,
 			Outcome: Outcome(l.Outcome), Result: l.Result, Error: l.Error, ServedFrom: l.ServedFrom,
 			Relation: string(l.Relation), Key: l.Key}
+		if u := l.Unknown; u != nil {
+			out.Trace[i].Unknown = &Unknown{Cause: u.Cause, Checks: u.Checks, Retries: u.Retries, Resolution: u.Resolution}
+		}
 		if l.NearMiss != nil {
 			nm, err := recode[NearMiss](l.NearMiss)
 			if err != nil {

@@ -82,6 +82,27 @@ type TraceLine struct {
 	// records, names the nearest record and why it did not serve the call
 	// (docs/rules.md, "Why did it run again?").
 	NearMiss *NearMiss `json:"near_miss,omitempty"`
+	// Unknown, on a call of a tool whose OnUnknown is "check", says that an
+	// attempt's outcome was unknown and how the run resolved it.
+	Unknown *Unknown `json:"unknown,omitempty"`
+}
+
+// Unknown is a call whose attempt's outcome was unknown (its worker was
+// lost, or the body returned an Ambiguous error) and what the run did:
+// asked the tool's check, and ran the call again (same key) only when the
+// check found it not applied.
+type Unknown struct {
+	// Cause is why the outcome was unknown, the first time.
+	Cause string `json:"cause"`
+	// Checks is how many times the check asked the service; Retries how
+	// many times the call ran again after a check found it not applied.
+	Checks  int `json:"checks"`
+	Retries int `json:"retries,omitempty"`
+	// Resolution is "applied" (a check found the execution applied: its
+	// answer is the outcome, the body did not run again), "retried" (the
+	// line's outcome is the call's run after the check) or "unresolved"
+	// (the line's error, of kind tulip.OutcomeUnknown, says why).
+	Resolution string `json:"resolution"`
 }
 
 // NearMiss names the log record nearest to a call that ran, and why it

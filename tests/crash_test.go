@@ -107,6 +107,24 @@ func TestCrashWindow(t *testing.T) {
 	}
 }
 
+// awaitKilled waits for a crash worker to kill itself with SIGKILL (at
+// the point its flags chose; what names it), for up to a minute.
+func awaitKilled(t *testing.T, cmd *exec.Cmd, what string) {
+	t.Helper()
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	select {
+	case err := <-waitErr:
+		var exit *exec.ExitError
+		require.True(t, errors.As(err, &exit), "worker exited with %v", err)
+		ws, ok := exit.Sys().(syscall.WaitStatus)
+		require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "worker exited with %v, not SIGKILL", err)
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s: the worker never reached its crash point", what)
+	}
+}
+
 func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Server, point string, i int) {
 	t.Helper()
 	order := fmt.Sprintf("ord-%s-%d", point, i)
@@ -117,18 +135,7 @@ func crashTrial(t *testing.T, c client.Client, bin, tq string, bill *billing.Ser
 	require.NoError(t, err)
 
 	// The first process must die of SIGKILL, at the chosen point.
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- first.Wait() }()
-	select {
-	case err := <-waitErr:
-		var exit *exec.ExitError
-		require.True(t, errors.As(err, &exit), "worker exited with %v", err)
-		ws, ok := exit.Sys().(syscall.WaitStatus)
-		require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "worker exited with %v, not SIGKILL", err)
-	case <-time.After(time.Minute):
-		_ = first.Process.Kill()
-		t.Fatalf("trial %d: the worker never reached %s", i, point)
-	}
+	awaitKilled(t, first, fmt.Sprintf("trial %d: %s", i, point))
 	_, err = os.Stat(marker)
 	require.NoError(t, err, "crashed at the chosen point")
 

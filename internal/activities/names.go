@@ -43,6 +43,10 @@ const (
 // ToolActivityName is the activity name of the tool named tool.
 func ToolActivityName(tool string) string { return ToolActivityPrefix + tool }
 
+// CheckActivityName is the activity name of the check of the tool named
+// tool (ToolOptions.Check).
+func CheckActivityName(tool string) string { return "tulip.check." + tool }
+
 // Metric names of the activities, emitted through the SDK's metrics
 // handler (the workflow's are in package workflow).
 const (
@@ -103,4 +107,12 @@ const (
 	// interceptor (registered without the plugin), which would run its
 	// calls without dedup. Non-retryable.
 	ErrPluginMissing = "tulip.PluginMissing"
+	// ErrAmbiguous: a tool body's error after which the effect may have
+	// happened (a timeout after the request went out). With
+	// ToolSpec.OnUnknown set, the call's outcome is unknown, and the run
+	// checks; otherwise it is an error like any other.
+	ErrAmbiguous = "tulip.Ambiguous"
+	// ErrOutcomeUnknown: a call's outcome stayed unknown: its checks
+	// failed, or its attempts ran out with each one lost. Non-retryable.
+	ErrOutcomeUnknown = "tulip.OutcomeUnknown"
 )

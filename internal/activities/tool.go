@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -53,7 +54,22 @@ type ToolSpec struct {
 	// changing Local is a workflow change for runs in flight (their
 	// replay expects the other event). Zero: a normal activity.
 	Local bool `json:"local,omitempty"`
+	// OnUnknown is what the run does when an attempt started and its
+	// outcome is unknown: the worker running it was lost (its heartbeat or
+	// start-to-close timeout passed) or the body returned an error of type
+	// ErrAmbiguous. A clean error from the body is never unknown. "" or
+	// OnUnknownRetry: Temporal retries the attempt with the same key (for
+	// services that honour it). OnUnknownCheck: ToolOptions.Check asks the
+	// service whether the key was applied; its answer is the call's
+	// outcome, and the call runs again (same key) only on "not applied".
+	OnUnknown string `json:"on_unknown,omitempty"`
 }
+
+// The values of ToolSpec.OnUnknown.
+const (
+	OnUnknownRetry = "retry"
+	OnUnknownCheck = "check"
+)
 
 // ToolOptions are a tool's activity options. Zero values are documented per
 // field.
@@ -70,7 +86,24 @@ type ToolOptions struct {
 	// need not. Zero value: DefaultHeartbeatTimeout. Negative: none (a
 	// dead worker's attempt then waits out StartToCloseTimeout).
 	HeartbeatTimeout time.Duration
+	// Check answers, for a tool whose OnUnknown is OnUnknownCheck, whether
+	// the service applied the execution in.IdempotencyKey: applied, with
+	// the result the body would have returned (JSON), or not. It runs as
+	// its own activity (CheckActivityName), retried like a tool's, and its
+	// error, after those retries, leaves the outcome unknown. Required
+	// with OnUnknownCheck, refused without it.
+	Check func(ctx context.Context, in ToolInput) (result json.RawMessage, applied bool, err error)
 }
+
+// CheckOutput is a check activity's result.
+type CheckOutput struct {
+	Applied bool            `json:"applied"`
+	Result  json.RawMessage `json:"result,omitempty"`
+}
+
+// UnknownTimeouts are the failure types (Temporal's, of a lost attempt)
+// that a tool with OnUnknownCheck does not retry: its run decides.
+var UnknownTimeouts = []string{"TemporalTimeout:StartToClose", "TemporalTimeout:Heartbeat"}
 
 // DefaultToolRetryPolicy applies when ToolOptions.RetryPolicy is nil.
 var DefaultToolRetryPolicy = temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3}
@@ -120,6 +153,13 @@ func (t *Tool) Options() ToolOptions {
 		rp := DefaultToolRetryPolicy
 		o.RetryPolicy = &rp
 	}
+	if t.spec.OnUnknown == OnUnknownCheck {
+		// A lost attempt or an ambiguous error ends the activity: the
+		// run checks before anything runs again.
+		rp := *o.RetryPolicy
+		rp.NonRetryableErrorTypes = append(slices.Clip(rp.NonRetryableErrorTypes), append(UnknownTimeouts, ErrAmbiguous)...)
+		o.RetryPolicy = &rp
+	}
 	switch {
 	case o.HeartbeatTimeout == 0:
 		o.HeartbeatTimeout = DefaultHeartbeatTimeout
@@ -139,6 +179,58 @@ func (t *Tool) ActivityName() string {
 
 // Activity is the function registered as the tool's activity.
 func (t *Tool) Activity() func(ctx context.Context, in ToolInput) (ToolOutput, error) { return t.fn }
+
+// CheckActivity is the function registered as the tool's check activity
+// (CheckActivityName), or nil when the tool has no Check. The check reads
+// the key as a body does (IdempotencyKey, CallInfo); a result that is not
+// JSON fails it, non-retryably.
+func (t *Tool) CheckActivity() func(ctx context.Context, in ToolInput) (CheckOutput, error) {
+	check := t.opts.Check
+	if check == nil {
+		return nil
+	}
+	name := t.spec.Name
+	return func(ctx context.Context, in ToolInput) (CheckOutput, error) {
+		ctx = context.WithValue(ctx, callKey{}, &in)
+		ctx, stop := heartbeat(ctx)
+		defer stop()
+		res, applied, err := check(ctx, in)
+		if err != nil {
+			return CheckOutput{}, err
+		}
+		if !applied {
+			return CheckOutput{}, nil
+		}
+		if len(res) == 0 {
+			res = json.RawMessage("null")
+		}
+		if !json.Valid(res) {
+			return CheckOutput{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("tool %s: the check's result is not JSON", name), ErrResultEncode, nil)
+		}
+		return CheckOutput{Applied: true, Result: res}, nil
+	}
+}
+
+// checkOnUnknown refuses an OnUnknown that cannot work.
+func checkOnUnknown(spec ToolSpec, opts ToolOptions) error {
+	switch spec.OnUnknown {
+	case "", OnUnknownRetry:
+		if opts.Check != nil {
+			return fmt.Errorf("tulip: tool %q has a Check but OnUnknown %q: set OnUnknown to %q", spec.Name, spec.OnUnknown, OnUnknownCheck)
+		}
+	case OnUnknownCheck:
+		if opts.Check == nil {
+			return fmt.Errorf("tulip: tool %q: OnUnknown %q needs ToolOptions.Check", spec.Name, OnUnknownCheck)
+		}
+		if spec.Local {
+			return fmt.Errorf("tulip: tool %q: a Local tool's lost attempt runs again with its workflow task; OnUnknown %q needs an activity", spec.Name, OnUnknownCheck)
+		}
+	default:
+		return fmt.Errorf("tulip: tool %q: OnUnknown %q is not %q or %q", spec.Name, spec.OnUnknown, OnUnknownRetry, OnUnknownCheck)
+	}
+	return nil
+}
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -189,6 +281,9 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 	t := &Tool{spec: spec, activity: ToolActivityName(spec.Name)}
 	if len(opts) == 1 {
 		t.opts = opts[0]
+	}
+	if err := checkOnUnknown(spec, t.opts); err != nil {
+		return nil, err
 	}
 	t.fn = func(ctx context.Context, in ToolInput) (ToolOutput, error) {
 		var args T

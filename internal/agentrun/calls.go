@@ -242,6 +242,9 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		} else {
 			input = activities.ToolInputJSON(in).Payload()
 		}
+		if spec.OnUnknown == activities.OnUnknownCheck {
+			c.Resolve = r.checkUnknown(st, tool, in)
+		}
 		f = wf.ExecuteActivity(r.calls.Mark(r.activityContext(ctx, tool, key, replaying), c), tool.ActivityName(), input)
 	}
 	line := &st.line

@@ -60,6 +60,9 @@ func encodeLines(lines []TraceLine) []byte {
 		if l.NearMiss != nil {
 			size += 96 + 64*len(l.NearMiss.Differences)
 		}
+		if l.Unknown != nil {
+			size += 96 + len(l.Unknown.Cause)
+		}
 	}
 	return appendTraceLines(make([]byte, 0, size), lines)
 }
@@ -115,6 +118,12 @@ func appendTraceLine(b []byte, l *TraceLine) []byte {
 	if l.NearMiss != nil {
 		b = append(b, `,"near_miss":`...)
 		b = dedup.AppendNearMiss(b, l.NearMiss, true)
+	}
+	if l.Unknown != nil {
+		// Rare (a call whose outcome was unknown): encoding/json's bytes.
+		u, _ := json.Marshal(l.Unknown)
+		b = append(b, `,"unknown":`...)
+		b = append(b, u...)
 	}
 	return append(b, '}')
 }

@@ -45,6 +45,9 @@ func TestResultJSON(t *testing.T) {
 					l.NearMiss = &dedup.NearMiss{Record: 1, CallID: text(), Reason: dedup.NearMissReason(text()),
 						Differences: []dedup.Difference{{Path: "/order_id", Was: json.RawMessage(`"ord-0"`), Now: json.RawMessage(`"ord-1"`)}}, Distance: 1}
 				}
+				if rng.IntN(3) == 0 {
+					l.Unknown = &Unknown{Cause: text(), Checks: 1 + rng.IntN(3), Retries: rng.IntN(2), Resolution: ResolvedApplied}
+				}
 				res.Trace = append(res.Trace, l)
 			}
 		}

@@ -98,6 +98,12 @@ func lineMin(l *TraceLine) int {
 			n += len(`,"distance":0`)
 		}
 	}
+	if u := l.Unknown; u != nil {
+		n += len(`,"unknown":{"cause":"","checks":0,"resolution":""}`) + len(u.Cause) + len(u.Resolution)
+		if u.Retries != 0 {
+			n += len(`,"retries":0`)
+		}
+	}
 	return n
 }
 
@@ -225,6 +231,7 @@ func rawMax(b json.RawMessage) int {
 const (
 	numMax      = 20 // -9223372036854775808
 	lineMembers = len(`{"turn":,"call_id":,"tool":,"arguments":,"outcome":,"result":,"error":,"served_from":,"relation":,"key":,"result_in":,"near_miss":}`)
+	uMembers    = len(`,"unknown":{"cause":,"checks":,"retries":,"resolution":}`)
 	nmMembers   = len(`{"record":,"call_id":,"reason":,"differences":[],"distance":}`)
 	diffMembers = len(`{"path":,"was":,"now":},`)
 )
@@ -240,6 +247,9 @@ func lineMax(l *TraceLine) int {
 		for _, d := range nm.Differences {
 			n += diffMembers + strMax(d.Path) + rawMax(d.Was) + rawMax(d.Now)
 		}
+	}
+	if u := l.Unknown; u != nil {
+		n += uMembers + 2*numMax + strMax(u.Cause) + strMax(u.Resolution)
 	}
 	return n
 }

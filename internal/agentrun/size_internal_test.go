@@ -53,6 +53,9 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 			k := rng.IntN(1000)
 			l.ResultIn = &k
 		}
+		if rng.IntN(4) == 0 {
+			l.Unknown = &Unknown{Cause: text(), Checks: rng.IntN(12), Retries: rng.IntN(3), Resolution: text()}
+		}
 		b, err := json.Marshal(l)
 		require.NoError(t, err)
 		require.Equal(t, string(b), string(appendTraceLine(nil, &l)), "line %d: written as json.Marshal writes it", i)

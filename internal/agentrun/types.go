@@ -251,7 +251,38 @@ type TraceLine struct {
 	// records in the log, names the nearest record and why it did not
 	// serve the call (docs/rules.md, "Why did it run again?").
 	NearMiss *dedup.NearMiss `json:"near_miss,omitempty"`
+	// Unknown, on an executed call of a tool with ToolSpec.OnUnknown
+	// "check", says that an attempt's outcome was unknown and how the run
+	// resolved it (docs/unknown.md).
+	Unknown *Unknown `json:"unknown,omitempty"`
 }
+
+// Unknown is a call whose attempt's outcome was unknown (its worker lost,
+// or an ambiguous error), and what the run did about it.
+type Unknown struct {
+	// Cause is why the outcome was unknown, the first time.
+	Cause string `json:"cause"`
+	// Checks is how many times the tool's check asked the service;
+	// Retries how many times the call ran again, with the same key, after
+	// a check found it not applied.
+	Checks  int `json:"checks"`
+	Retries int `json:"retries,omitempty"`
+	// Resolution is ResolvedApplied, ResolvedRetried or Unresolved.
+	Resolution string `json:"resolution"`
+}
+
+// The resolutions of an unknown outcome.
+const (
+	// ResolvedApplied: a check found the execution applied; its answer is
+	// the call's outcome, and the body did not run again.
+	ResolvedApplied = "applied"
+	// ResolvedRetried: a check found it not applied, and the call ran
+	// again with the same key; the line's outcome is that run's.
+	ResolvedRetried = "retried"
+	// Unresolved: the outcome is still unknown (the check failed, or every
+	// attempt was lost); the line's error says so (ErrOutcomeUnknown).
+	Unresolved = "unresolved"
+)
 
 // Run statuses.
 const (

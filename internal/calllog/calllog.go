@@ -73,6 +73,11 @@ type Call struct {
 	// Key is the downstream idempotency key the execution carries.
 	Key  string
 	Mode Mode
+	// Resolve, when set, stands between the execution's future and
+	// everything that reads it (the run, and a twin served while it runs):
+	// it returns the future of the call's outcome (a tool whose unknown
+	// outcomes its run checks).
+	Resolve func(ctx workflow.Context, execution workflow.Future) workflow.Future
 
 	// ServedFrom is the record that served the call, when one did.
 	ServedFrom *dedup.Record
@@ -118,6 +123,10 @@ func (c *Call) Start(ctx workflow.Context, run func() workflow.Future) workflow.
 		}
 	}
 	f := run()
+	if c.Resolve != nil {
+		// Unmarked: what Resolve starts is not this call again.
+		f = c.Resolve(workflow.WithValue(ctx, callKey{}, (*Call)(nil)), f)
+	}
 	if c.Mode != Unrecorded {
 		c.Recorded = l.d.AppendPending(dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn,
 			CallID: c.CallID, Origin: dedup.Executed, Key: c.Key}, c.Args)

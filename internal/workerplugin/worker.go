@@ -138,6 +138,9 @@ func Register(r Registry, opts Options) error {
 	}
 	for _, t := range opts.Tools {
 		ar.RegisterActivityWithOptions(activities.LimitResult(t.Spec().Name, limit, t.Activity()), activity.RegisterOptions{Name: t.ActivityName()})
+		if check := t.CheckActivity(); check != nil {
+			ar.RegisterActivityWithOptions(check, activity.RegisterOptions{Name: activities.CheckActivityName(t.Spec().Name)})
+		}
 	}
 	var specs []activities.ToolSpec
 	for _, t := range opts.Tools {

@@ -40,13 +40,14 @@ const (
 )
 
 var (
-	crashAt = flag.String("crash-at", "", "crash point: before-billing, after-billing, after-completion (empty: none)")
-	marker  = flag.String("marker", "", "marker file: crash only while it does not exist")
-	hangAt  = flag.String("hang-at", "", "hang (block forever, saying so on stdout) the first time here: tool (report_case's body) or model")
-	events  = flag.String("events", "", "append a line per report_case body and model call here: WHAT ATTEMPT UNIXNANO")
-	delay   = flag.Duration("tool-delay", 0, "report_case takes this long")
-	oaiURL  = flag.String("openai", "", "register the model \"stream\": an OpenAI-compatible endpoint at this base URL")
-	oaiName = flag.String("openai-name", "stream", "the name -openai's model is registered under (\"openai\": the model 'tulip serve' runs)")
+	crashAt   = flag.String("crash-at", "", "crash point: before-billing, after-billing, after-completion (empty: none)")
+	marker    = flag.String("marker", "", "marker file: crash only while it does not exist")
+	hangAt    = flag.String("hang-at", "", "hang (block forever, saying so on stdout) the first time here: tool (report_case's body) or model")
+	events    = flag.String("events", "", "append a line per report_case body and model call here: WHAT ATTEMPT UNIXNANO")
+	delay     = flag.Duration("tool-delay", 0, "report_case takes this long")
+	oaiURL    = flag.String("openai", "", "register the model \"stream\": an OpenAI-compatible endpoint at this base URL")
+	onUnknown = flag.String("on-unknown", "", "issue_refund's OnUnknown: check (asks billing by key) or empty (Temporal retries)")
+	oaiName   = flag.String("openai-name", "stream", "the name -openai's model is registered under (\"openai\": the model 'tulip serve' runs)")
 )
 
 // event records that what (tool, model) started an attempt.
@@ -151,7 +152,19 @@ func run(address, taskQueue, billingURL string) error {
 	// the normal queue, and every task replays the history.
 	sdkworker.SetStickyWorkflowCacheSize(0)
 	bill := billing.Client{BaseURL: billingURL}
-	refund := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true, KeyTemplate: "refund:{order_id}:{amount}:v1"},
+	refundOpts := activities.ToolOptions{StartToCloseTimeout: 2 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 20}}
+	if *onUnknown == activities.OnUnknownCheck {
+		refundOpts.Check = func(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
+			rc, ok, err := bill.Lookup(ctx, in.IdempotencyKey)
+			if err != nil || !ok {
+				return nil, false, err
+			}
+			b, err := json.Marshal(rc)
+			return b, true, err
+		}
+	}
+	refund := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true, KeyTemplate: "refund:{order_id}:{amount}:v1", OnUnknown: *onUnknown},
 		func(ctx context.Context, a refundArgs) (billing.Receipt, error) {
 			crash(BeforeBilling)
 			rc, err := bill.Refund(ctx, a.OrderID, a.Amount)
@@ -161,8 +174,7 @@ func run(address, taskQueue, billingURL string) error {
 			crash(AfterBilling)
 			return rc, nil
 		},
-		activities.ToolOptions{StartToCloseTimeout: 2 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 20}})
+		refundOpts)
 	// report_case has the default tool options: a minute to run, and a
 	// heartbeat timeout (tulip heartbeats for it).
 	report := activities.MustTool(activities.ToolSpec{Name: "report_case", Idempotent: true},

@@ -637,4 +637,25 @@ export interface TraceLine {
    */
   result_in?: number;
   near_miss?: NearMiss;
+  /**
+   * On an executed call of a tool whose on_unknown is check: an attempt's outcome was unknown (its worker lost, or an ambiguous error) and how the run resolved it (docs/unknown.md).
+   */
+  unknown?: {
+    /**
+     * Why the outcome was unknown, the first time.
+     */
+    cause: string;
+    /**
+     * How many times the tool's check asked the service.
+     */
+    checks: number;
+    /**
+     * How many times the call ran again, with the same key, after a check found it not applied.
+     */
+    retries?: number;
+    /**
+     * applied: a check found the execution applied and its answer is the outcome; retried: the call ran again and the line's outcome is that run's; unresolved: still unknown, the line's error says why (tulip.OutcomeUnknown).
+     */
+    resolution: 'applied' | 'retried' | 'unresolved';
+  };
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -55,6 +56,7 @@ func Start() (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /refunds", s.refund)
 	mux.HandleFunc("GET /refunds", s.list)
+	mux.HandleFunc("GET /refunds/by-key/{key}", s.byKeyLookup)
 	srv, err := loopback.Serve("billing", mux)
 	if err != nil {
 		return nil, err
@@ -128,6 +130,18 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.Refunds())
 }
 
+// byKeyLookup answers whether a key made a refund: its receipt, or 404.
+func (s *Server) byKeyLookup(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	e, ok := s.byKey[r.PathValue("key")]
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no refund with this key"})
+		return
+	}
+	writeJSON(w, http.StatusOK, e.receipt)
+}
+
 // ErrRejected is wrapped by errors for requests billing refused (4xx).
 var ErrRejected = errors.New("billing refused the request")
 
@@ -136,6 +150,37 @@ type Client struct {
 	BaseURL string
 	// HTTP is the client used. Zero value: one with a 10 s timeout.
 	HTTP *http.Client
+}
+
+// Lookup asks billing whether the refund with idempotency key key was
+// made: its receipt, or false (a tool's check, ToolOptions.Check).
+func (c Client) Lookup(ctx context.Context, key string) (Receipt, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/refunds/by-key/"+url.PathEscape(key), nil)
+	if err != nil {
+		return Receipt{}, false, err
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Receipt{}, false, fmt.Errorf("billing: %w", err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return Receipt{}, false, nil
+	case resp.StatusCode != http.StatusOK:
+		return Receipt{}, false, fmt.Errorf("billing: lookup status %d", resp.StatusCode)
+	}
+	var rc Receipt
+	dec := json.NewDecoder(io.LimitReader(resp.Body, 1<<20))
+	dec.UseNumber()
+	if err := dec.Decode(&rc); err != nil {
+		return Receipt{}, false, fmt.Errorf("billing: bad receipt: %w", err)
+	}
+	return rc, true, nil
 }
 
 // Refund asks billing for a refund. The request carries the tool
