@@ -100,8 +100,13 @@ type ToolSpec struct {
 	//     for services that honour it.
 	//   - "check": ToolOptions.Check asks the service whether the key was
 	//     applied. Its answer is the call's outcome, and the call runs
-	//     again (same key) only when it was not; the trace line's Unknown
-	//     says what happened (docs/unknown.md).
+	//     again (same key) only when it was not.
+	//   - "hold": the run is interrupted (hook "tulip.unknown") for a
+	//     person, whose resume runs the call again (same key) or says what
+	//     happened (a result).
+	// The trace line's Unknown says what happened (docs/unknown.md).
+	// Changing OnUnknown (or, with it set, RetryPolicy.MaximumAttempts) is
+	// a workflow change for runs in flight, as Local is.
 	OnUnknown string `json:"on_unknown,omitempty"`
 }
 
@@ -123,8 +128,8 @@ type ToolOptions struct {
 	// Check answers, for a tool whose OnUnknown is "check", whether the
 	// service applied the execution in.IdempotencyKey: applied, with the
 	// result the body would have returned (JSON), or not. It runs as an
-	// activity of its own, retried like the body; if it still fails, the
-	// call fails with kind OutcomeUnknown. Required with "check", refused
+	// activity of its own (up to 3 attempts); if it still fails, the call
+	// fails with kind OutcomeUnknown. Required with "check", refused
 	// without it.
 	Check func(ctx context.Context, in ToolInput) (result json.RawMessage, applied bool, err error)
 }

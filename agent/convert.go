@@ -40,7 +40,7 @@ func result(res *agentrun.RunResult) (*Result, error) {
 			Outcome: Outcome(l.Outcome), Result: l.Result, Error: l.Error, ServedFrom: l.ServedFrom,
 			Relation: string(l.Relation), Key: l.Key}
 		if u := l.Unknown; u != nil {
-			out.Trace[i].Unknown = &Unknown{Cause: u.Cause, Checks: u.Checks, Retries: u.Retries, Resolution: u.Resolution}
+			out.Trace[i].Unknown = &Unknown{Cause: u.Cause, Checks: u.Checks, Retries: u.Retries, Holds: u.Holds, Resolution: u.Resolution}
 		}
 		if l.NearMiss != nil {
 			nm, err := recode[NearMiss](l.NearMiss)

@@ -20,6 +20,7 @@ func TestConstantsAreTheWires(t *testing.T) {
 	assert.Equal(t, agentrun.StatusCompleted, Completed)
 	assert.Equal(t, agentrun.StatusFailed, Failed)
 	assert.Equal(t, agentrun.ClientToolsHook, ClientToolsHook)
+	assert.Equal(t, agentrun.UnknownHook, UnknownHook)
 	for pub, in := range map[Outcome]agentrun.Outcome{Executed: agentrun.OutcomeExecuted, Served: agentrun.OutcomeCached,
 		Cancelled: agentrun.OutcomeCancelled, Held: agentrun.OutcomeHeld, Dangling: agentrun.OutcomeDangling,
 		Dropped: agentrun.OutcomeDropped, Rejected: agentrun.OutcomeRejected} {
@@ -39,7 +40,7 @@ func TestResultKeepsEveryField(t *testing.T) {
 		Trace: []agentrun.TraceLine{{Turn: 1, CallID: "c1", Tool: "refund", Arguments: json.RawMessage(`{"a":1}`),
 			Outcome: agentrun.OutcomeCached, Result: json.RawMessage(`"ok"`), Error: &msg, ServedFrom: &one,
 			Relation: dedup.EarlierTurn, Key: "k", NearMiss: nm,
-			Unknown: &agentrun.Unknown{Cause: "lost", Checks: 2, Retries: 1, Resolution: agentrun.ResolvedRetried}}},
+			Unknown: &agentrun.Unknown{Cause: "lost", Checks: 2, Retries: 1, Holds: 1, Resolution: agentrun.ResolvedRetried}}},
 		Interrupt: &agentrun.Interrupt{ID: "i", Turn: 2, Hook: "h", Reason: "r"},
 		Error:     "e", ContinuedAsNew: 2, Summary: map[agentrun.Outcome]int{agentrun.OutcomeCached: 1},
 		ClientTools: []string{"ct"}, StoreError: "s",

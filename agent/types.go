@@ -82,15 +82,16 @@ type TraceLine struct {
 	// records, names the nearest record and why it did not serve the call
 	// (docs/rules.md, "Why did it run again?").
 	NearMiss *NearMiss `json:"near_miss,omitempty"`
-	// Unknown, on a call of a tool whose OnUnknown is "check", says that an
-	// attempt's outcome was unknown and how the run resolved it.
+	// Unknown, on a call of a tool whose OnUnknown is "check" or "hold",
+	// says that an attempt's outcome was unknown and how the run resolved
+	// it.
 	Unknown *Unknown `json:"unknown,omitempty"`
 }
 
 // Unknown is a call whose attempt's outcome was unknown (its worker was
 // lost, or the body returned an Ambiguous error) and what the run did:
-// asked the tool's check, and ran the call again (same key) only when the
-// check found it not applied.
+// asked the tool's check (or a person), and ran the call again (same key)
+// only when the check found it not applied (or the person approved).
 type Unknown struct {
 	// Cause is why the outcome was unknown, the first time.
 	Cause string `json:"cause"`
@@ -98,10 +99,16 @@ type Unknown struct {
 	// many times the call ran again after a check found it not applied.
 	Checks  int `json:"checks"`
 	Retries int `json:"retries,omitempty"`
+	// Holds is how many times the run was interrupted (UnknownHook) for a
+	// person to answer, for a tool whose OnUnknown is "hold".
+	Holds int `json:"holds,omitempty"`
 	// Resolution is "applied" (a check found the execution applied: its
 	// answer is the outcome, the body did not run again), "retried" (the
-	// line's outcome is the call's run after the check) or "unresolved"
-	// (the line's error, of kind tulip.OutcomeUnknown, says why).
+	// line's outcome is the call's run after the check or the approval),
+	// "answered" (a person's result is the outcome), "not_applied" (the
+	// check found it not applied and no execution was left: the line's
+	// error says so) or "unresolved" (the line's error, of kind
+	// tulip.OutcomeUnknown, says why).
 	Resolution string `json:"resolution"`
 }
 
@@ -191,7 +198,8 @@ type Interrupt struct {
 	// Turn is the model response whose call was interrupted.
 	Turn int `json:"turn"`
 	// Hook is the hook that interrupted (ClientToolsHook for client
-	// tools), and Reason its reason.
+	// tools, UnknownHook for a call whose outcome is unknown), and Reason
+	// its reason.
 	Hook   string `json:"hook"`
 	Reason string `json:"reason"`
 	// Held are the calls held: the interrupted call and the rest of its
@@ -214,7 +222,8 @@ type ResumeInput struct {
 	PerformDangling bool `json:"perform_dangling"`
 	// Results answer an interrupt of ClientToolsHook: one for each held
 	// call, recorded as its outcome. Such a resume takes no Answer and no
-	// PerformDangling; any other takes no Results.
+	// PerformDangling. An UnknownHook interrupt takes one (or none);
+	// any other takes none.
 	Results []ToolResult `json:"results,omitempty"`
 }
 
@@ -229,9 +238,18 @@ type ToolResult struct {
 	IsError bool `json:"is_error,omitempty"`
 }
 
-// ClientToolsHook is the Hook of an interrupt that waits for the client
-// tools' results (Options.ClientTools).
-const ClientToolsHook = "client_tools"
+// The Hooks of the interrupts tulip raises itself.
+const (
+	// ClientToolsHook: the run waits for the client tools' results
+	// (Options.ClientTools).
+	ClientToolsHook = "client_tools"
+	// UnknownHook: a call of a tool whose OnUnknown is "hold" may have run
+	// (its outcome is unknown; Reason says why). Resume with
+	// PerformDangling to run it again with the same key, with one
+	// ToolResult for it to say what happened (its outcome), or with
+	// neither to leave it unknown (Answer, if any, joins its error).
+	UnknownHook = "tulip.unknown"
+)
 
 // ResumeResult is what a resume did.
 type ResumeResult struct {

@@ -124,6 +124,9 @@ type unknownCase struct {
 	name, onUnknown, fault string
 	checkFails             bool
 	twin                   bool // idempotent, and called twice in one response
+	// resume answers the interrupt of a tool that holds (id: the
+	// interrupt's).
+	resume func(id string) agent.ResumeInput
 	charges                int
 	resolution             string
 }
@@ -145,6 +148,17 @@ var unknownCases = []unknownCase{
 	// first call's outcome is being resolved, is served the resolved
 	// outcome, not the lost attempt's error.
 	{name: "twin-check", onUnknown: "check", fault: "lost", twin: true, charges: 1, resolution: "applied"},
+	// Holding: the run waits for a person. One looks at the bank and says
+	// what happened (a result); one, the request having never gone out,
+	// approves a run with the same key; one declines (the call stays
+	// unknown, with the person's words).
+	{name: "lost-hold-answer", onUnknown: "hold", fault: "lost", charges: 1, resolution: "answered",
+		resume: func(id string) agent.ResumeInput {
+			return agent.ClientResults(id, agent.ToolResult{CallID: "c1", Output: `{"charge_id":"ch-1"}`})
+		}},
+	{name: "before-hold-approve", onUnknown: "hold", fault: "before", charges: 1, resolution: "retried", resume: agent.Approve},
+	{name: "ambiguous-hold-decline", onUnknown: "hold", fault: "ambiguous", charges: 1, resolution: "unresolved",
+		resume: func(id string) agent.ResumeInput { return agent.Decline(id, "finance will reconcile it by hand") }},
 }
 
 // unknownHistories holds a recorded run of each case whose tool checks
@@ -232,25 +246,57 @@ func TestUnknownOutcomeIsChecked(t *testing.T) {
 			require.NoError(t, err)
 			res, err := run.Await(ctxT(t))
 			require.NoError(t, err)
+			if tc.onUnknown == "hold" {
+				require.Equal(t, agent.Interrupted, res.Status, "%+v", res)
+				it := res.Interrupt
+				assert.Equal(t, agent.UnknownHook, it.Hook)
+				assert.Contains(t, it.Reason, "charge may have run")
+				require.Len(t, it.Held, 1)
+				assert.Equal(t, "c1", it.Held[0].ID)
+				last := res.Trace[len(res.Trace)-1]
+				assert.Equal(t, agent.Held, last.Outcome, "the call shows a held line while the run waits")
+				assert.Equal(t, 1, bk.count(tc.order())+btoi(tc.fault == "before"), "nothing ran again while the run waits")
+				// Refused, in one line: both a run and an answer; an
+				// answer for another call.
+				for _, bad := range []agent.ResumeInput{
+					{InterruptID: it.ID, PerformDangling: true, Results: []agent.ToolResult{{CallID: "c1", Output: "{}"}}},
+					agent.ClientResults(it.ID, agent.ToolResult{CallID: "c9", Output: "{}"}),
+				} {
+					_, err = run.Resume(ctxT(t), bad)
+					require.True(t, tulip.Is(err, tulip.BadInput), "%v", err)
+				}
+				_, err = run.Resume(ctxT(t), tc.resume(it.ID))
+				require.NoError(t, err)
+				res, err = run.Await(ctxT(t))
+				require.NoError(t, err)
+			}
 			require.Equal(t, agent.Completed, res.Status, "%+v", res)
 
 			assert.Equal(t, tc.charges, bk.count(tc.order()), "charges at the bank")
-			line := res.Trace[0]
+			line := res.Trace[len(res.Trace)-1]
+			if tc.twin {
+				line = res.Trace[0]
+			}
 			assert.Equal(t, agent.Executed, line.Outcome)
 			for _, k := range keys {
 				assert.Equal(t, line.Key, k, "every attempt carries the call's key")
 			}
-			if tc.onUnknown != "check" {
+			if tc.onUnknown == "" {
 				assert.Nil(t, line.Unknown)
 				return
 			}
 			require.NotNil(t, line.Unknown, "the line says the outcome was unknown")
 			t.Logf("%s: %+v, result %s, error %v", tc.name, *line.Unknown, line.Result, ptrText(line.Error))
 			assert.Equal(t, tc.resolution, line.Unknown.Resolution)
-			assert.Equal(t, 1, line.Unknown.Checks)
+			if tc.onUnknown == "hold" {
+				assert.Equal(t, 1, line.Unknown.Holds)
+				assert.Zero(t, line.Unknown.Checks)
+			} else {
+				assert.Equal(t, 1, line.Unknown.Checks)
+			}
 			switch tc.resolution {
-			case "applied":
-				assert.JSONEq(t, `{"charge_id":"ch-1"}`, string(line.Result), "the check's answer is the result")
+			case "applied", "answered":
+				assert.JSONEq(t, `{"charge_id":"ch-1"}`, string(line.Result), "the check's (or the person's) answer is the result")
 				assert.Nil(t, line.Error)
 			case "retried":
 				assert.Equal(t, 1, line.Unknown.Retries)
@@ -258,6 +304,9 @@ func TestUnknownOutcomeIsChecked(t *testing.T) {
 			case "unresolved":
 				require.NotNil(t, line.Error)
 				assert.Contains(t, *line.Error, "may have run")
+				if tc.onUnknown == "hold" {
+					assert.Contains(t, *line.Error, "finance will reconcile it by hand")
+				}
 			}
 			if tc.twin {
 				require.Len(t, res.Trace, 2)
@@ -283,7 +332,7 @@ func TestReplayUnknownHistories(t *testing.T) {
 	n := 0
 	for _, tc := range unknownCases {
 		file := filepath.Join(unknownHistories, tc.name+".json")
-		if tc.onUnknown != "check" {
+		if tc.onUnknown == "" {
 			continue
 		}
 		n++
@@ -312,6 +361,8 @@ func TestOnUnknownRefused(t *testing.T) {
 		{tulip.ToolSpec{Name: "b"}, tulip.ToolOptions{Check: check}},
 		{tulip.ToolSpec{Name: "c", OnUnknown: "hope"}, tulip.ToolOptions{}},
 		{tulip.ToolSpec{Name: "d", OnUnknown: "check", Local: true}, tulip.ToolOptions{Check: check}},
+		{tulip.ToolSpec{Name: "e", OnUnknown: "hold"}, tulip.ToolOptions{Check: check}},
+		{tulip.ToolSpec{Name: "f", OnUnknown: "hold", Local: true}, tulip.ToolOptions{}},
 	} {
 		_, err := tulip.NewTool(tc.spec, body, tc.opts)
 		require.Error(t, err, tc.spec.Name)
@@ -319,6 +370,15 @@ func TestOnUnknownRefused(t *testing.T) {
 	}
 	_, err := tulip.NewTool(tulip.ToolSpec{Name: "ok", OnUnknown: "check"}, body, tulip.ToolOptions{Check: check})
 	assert.NoError(t, err)
+	_, err = tulip.NewTool(tulip.ToolSpec{Name: "ok2", OnUnknown: "hold"}, body)
+	assert.NoError(t, err)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func ptrText(s *string) string {
@@ -332,7 +392,8 @@ func ptrText(s *string) string {
 // billing made the refund and before the result: the attempt's outcome is
 // unknown. With OnUnknown "check", a second process asks billing by key
 // and the run records billing's receipt; the refund's key reached billing
-// once. The control, OnUnknown unset: Temporal retries the attempt and
+// once. With "hold", the run waits for a person, who looks the key up at
+// billing and answers with the receipt: once too. The control, OnUnknown unset: Temporal retries the attempt and
 // billing sees the key twice (it honours the key; a service that did not
 // would refund twice).
 func TestUnknownOutcomeAfterKill(t *testing.T) {
@@ -341,7 +402,7 @@ func TestUnknownOutcomeAfterKill(t *testing.T) {
 	}
 	bin := crashWorker(t)
 	const trials = 4
-	for _, mode := range []string{"check", "retry"} {
+	for _, mode := range []string{"check", "hold", "retry"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			bill, err := billing.Start()
@@ -366,6 +427,18 @@ func TestUnknownOutcomeAfterKill(t *testing.T) {
 				awaitKilled(t, first, fmt.Sprintf("%s trial %d", mode, i))
 				second := startWorkerProcess(t, bin, args...)
 				res, err := runclient.Await(ctxT(t), c, h, "")
+				if err == nil && mode == "hold" {
+					require.Equal(t, agentrun.StatusInterrupted, res.Status, "trial %d", i)
+					require.Equal(t, agentrun.UnknownHook, res.Interrupt.Hook)
+					rc, found, lerr := (billing.Client{BaseURL: bill.URL()}).Lookup(ctxT(t), key)
+					require.NoError(t, lerr)
+					require.True(t, found, "trial %d: billing made the refund", i)
+					out, _ := json.Marshal(rc)
+					_, err = runclient.Resume(ctxT(t), c, h.WorkflowID, agentrun.ResumeInput{InterruptID: res.Interrupt.ID,
+						Results: []agentrun.ToolResult{{CallID: res.Interrupt.Held[0].ID, Output: string(out)}}})
+					require.NoError(t, err)
+					res, err = runclient.Await(ctxT(t), c, h, res.Interrupt.ID)
+				}
 				_ = second.Process.Kill()
 				_ = second.Wait()
 				require.NoError(t, err)
@@ -378,7 +451,7 @@ func TestUnknownOutcomeAfterKill(t *testing.T) {
 					}
 				}
 				repeats += sent - 1
-				line := res.Trace[0]
+				line := res.Trace[len(res.Trace)-1]
 				if mode == "retry" {
 					assert.Equal(t, 2, sent, "trial %d: Temporal retried the lost attempt: billing saw the key twice", i)
 					assert.Nil(t, line.Unknown)
@@ -386,7 +459,11 @@ func TestUnknownOutcomeAfterKill(t *testing.T) {
 				}
 				assert.Equal(t, 1, sent, "trial %d: the key reached billing once", i)
 				require.NotNil(t, line.Unknown, "trial %d", i)
-				assert.Equal(t, agentrun.ResolvedApplied, line.Unknown.Resolution)
+				want := agentrun.ResolvedApplied
+				if mode == "hold" {
+					want = agentrun.ResolvedAnswered
+				}
+				assert.Equal(t, want, line.Unknown.Resolution)
 				var rc billing.Receipt
 				require.NoError(t, json.Unmarshal(line.Result, &rc))
 				assert.Equal(t, bill.Refunds()[i].RefundID, rc.RefundID, "trial %d: the run holds billing's receipt", i)

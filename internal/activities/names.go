@@ -100,8 +100,9 @@ const (
 	// ErrRunFailed: the run failed for a reason that has no tulip type of
 	// its own (a model activity that ran out of retries, say).
 	ErrRunFailed = "tulip.RunFailed"
-	// ErrClientTool: the recorded error of a client tool's call whose
-	// result the caller marked as an error (agentrun.ToolResult.IsError).
+	// ErrClientTool: the recorded error of a call whose result a resume
+	// gave marked as an error (agentrun.ToolResult.IsError): a client
+	// tool's, or a held unknown outcome's.
 	ErrClientTool = "tulip.ClientToolError"
 	// ErrPluginMissing: the workflow runs on a worker without tulip's
 	// interceptor (registered without the plugin), which would run its

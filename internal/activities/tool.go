@@ -62,6 +62,8 @@ type ToolSpec struct {
 	// services that honour it). OnUnknownCheck: ToolOptions.Check asks the
 	// service whether the key was applied; its answer is the call's
 	// outcome, and the call runs again (same key) only on "not applied".
+	// OnUnknownHold: the run is interrupted for a person, who has it run
+	// again (same key) or says what happened.
 	OnUnknown string `json:"on_unknown,omitempty"`
 }
 
@@ -69,6 +71,7 @@ type ToolSpec struct {
 const (
 	OnUnknownRetry = "retry"
 	OnUnknownCheck = "check"
+	OnUnknownHold  = "hold"
 )
 
 // ToolOptions are a tool's activity options. Zero values are documented per
@@ -89,8 +92,8 @@ type ToolOptions struct {
 	// Check answers, for a tool whose OnUnknown is OnUnknownCheck, whether
 	// the service applied the execution in.IdempotencyKey: applied, with
 	// the result the body would have returned (JSON), or not. It runs as
-	// its own activity (CheckActivityName), retried like a tool's, and its
-	// error, after those retries, leaves the outcome unknown. Required
+	// its own activity (CheckActivityName), up to 3 attempts, and its
+	// error, after those, leaves the outcome unknown. Required
 	// with OnUnknownCheck, refused without it.
 	Check func(ctx context.Context, in ToolInput) (result json.RawMessage, applied bool, err error)
 }
@@ -153,7 +156,7 @@ func (t *Tool) Options() ToolOptions {
 		rp := DefaultToolRetryPolicy
 		o.RetryPolicy = &rp
 	}
-	if t.spec.OnUnknown == OnUnknownCheck {
+	if t.spec.OnUnknown == OnUnknownCheck || t.spec.OnUnknown == OnUnknownHold {
 		// A lost attempt or an ambiguous error ends the activity: the
 		// run checks before anything runs again.
 		rp := *o.RetryPolicy
@@ -215,7 +218,7 @@ func (t *Tool) CheckActivity() func(ctx context.Context, in ToolInput) (CheckOut
 // checkOnUnknown refuses an OnUnknown that cannot work.
 func checkOnUnknown(spec ToolSpec, opts ToolOptions) error {
 	switch spec.OnUnknown {
-	case "", OnUnknownRetry:
+	case "", OnUnknownRetry, OnUnknownHold:
 		if opts.Check != nil {
 			return fmt.Errorf("tulip: tool %q has a Check but OnUnknown %q: set OnUnknown to %q", spec.Name, spec.OnUnknown, OnUnknownCheck)
 		}
@@ -223,11 +226,11 @@ func checkOnUnknown(spec ToolSpec, opts ToolOptions) error {
 		if opts.Check == nil {
 			return fmt.Errorf("tulip: tool %q: OnUnknown %q needs ToolOptions.Check", spec.Name, OnUnknownCheck)
 		}
-		if spec.Local {
-			return fmt.Errorf("tulip: tool %q: a Local tool's lost attempt runs again with its workflow task; OnUnknown %q needs an activity", spec.Name, OnUnknownCheck)
-		}
 	default:
-		return fmt.Errorf("tulip: tool %q: OnUnknown %q is not %q or %q", spec.Name, spec.OnUnknown, OnUnknownRetry, OnUnknownCheck)
+		return fmt.Errorf("tulip: tool %q: OnUnknown %q is not %q, %q or %q", spec.Name, spec.OnUnknown, OnUnknownRetry, OnUnknownCheck, OnUnknownHold)
+	}
+	if spec.Local && (spec.OnUnknown == OnUnknownCheck || spec.OnUnknown == OnUnknownHold) {
+		return fmt.Errorf("tulip: tool %q: a Local tool's lost attempt runs again with its workflow task; OnUnknown %q needs an activity", spec.Name, spec.OnUnknown)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -72,6 +73,13 @@ func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 			if err := names.Add(s.Name, ts.Name()); err != nil {
 				return nil, err.(*ClashError).Failure()
 			}
+			switch s.OnUnknown {
+			case "", OnUnknownRetry, OnUnknownHold:
+			default:
+				// A toolset's tool has no Go check: it may retry or hold.
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("toolset %q: tool %s: OnUnknown %q: a toolset's tool may be %q or %q (a check is a Go tool's ToolOptions.Check)",
+					ts.Name(), s.Name, s.OnUnknown, OnUnknownRetry, OnUnknownHold), ErrBadInput, nil)
+			}
 			s.Toolset = ts.Name()
 			out = append(out, s)
 		}
@@ -83,6 +91,14 @@ func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 // ToolInput names the toolset). It heartbeats while the tool runs and
 // bounds the result as LimitResult does.
 func (t Toolsets) Call(ctx context.Context, args converter.EncodedValues) (ToolOutput, error) {
+	if activity.IsActivity(ctx) {
+		// Only a tool's activity reaches a toolset: any other this worker
+		// lacks (a check no Go tool registered) fails, it never runs a
+		// tool.
+		if name := activity.GetInfo(ctx).ActivityType.Name; !strings.HasPrefix(name, ToolActivityPrefix) {
+			return ToolOutput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no activity %s on this worker", name), ErrToolFailed, nil)
+		}
+	}
 	var in ToolInput
 	if err := args.Get(&in); err != nil {
 		return ToolOutput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("a toolset call's input does not decode: %v", err), ErrBadInput, nil)

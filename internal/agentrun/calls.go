@@ -242,8 +242,8 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		} else {
 			input = activities.ToolInputJSON(in).Payload()
 		}
-		if spec.OnUnknown == activities.OnUnknownCheck {
-			c.Resolve = r.checkUnknown(st, tool, in)
+		if spec.OnUnknown == activities.OnUnknownCheck || spec.OnUnknown == activities.OnUnknownHold {
+			c.Resolve = r.resolveUnknown(st, tool, in)
 		}
 		f = wf.ExecuteActivity(r.calls.Mark(r.activityContext(ctx, tool, key, replaying), c), tool.ActivityName(), input)
 	}
@@ -270,8 +270,8 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 // drops the command. What only the command carries (the input, the
 // Summary, the result) is not made then: unsent stands for it, a JSON
 // null the run's own (a data converter's codec may see it, and may
-// change a payload it sees: only this run's workflow code, one
-// goroutine, ever hands it over).
+// change a payload it sees: only this run's workflow code, whose
+// coroutines take turns, ever hands it over).
 func (r *run) unsent() converter.RawValue {
 	if r.placeholder.Payload() == nil {
 		r.placeholder = activities.JSONPayload([]byte("null"))

@@ -152,6 +152,9 @@ func (r *run) awaitClient(ctx wf.Context) error {
 	for i := range held {
 		calls[i] = held[i].shown()
 	}
+	if err := r.awaitNoInterrupt(ctx); err != nil {
+		return err
+	}
 	r.interrupts++
 	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: ClientToolsHook, Reason: ClientToolsReason, Held: calls}
 	for i := range held {
@@ -213,6 +216,19 @@ func clientOutcome(res ToolResult) (json.RawMessage, *dedup.ToolError) {
 // else; any other takes none.
 func (r *run) checkResults(in ResumeInput) error {
 	it := r.interrupt
+	if it.Hook == UnknownHook {
+		// Run it again (perform_dangling), say what happened (one
+		// result), or neither (it stays unknown).
+		held := it.Held[0].ID
+		switch {
+		case len(in.Results) == 0:
+		case in.PerformDangling:
+			return badInput(fmt.Sprintf("interrupt %q holds call %s, whose outcome is unknown: resume it with perform_dangling (run it again) or a result (what happened), not both", it.ID, held))
+		case len(in.Results) > 1 || in.Results[0].CallID != held:
+			return badInput(fmt.Sprintf("interrupt %q holds call %s, whose outcome is unknown: give one result, for call_id %q", it.ID, held, held))
+		}
+		return nil
+	}
 	if it.Hook != ClientToolsHook {
 		if len(in.Results) > 0 {
 			return badInput(fmt.Sprintf("interrupt %q (hook %s) holds no client tool calls: answer it without results", it.ID, it.Hook))

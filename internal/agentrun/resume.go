@@ -193,6 +193,9 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 		first = h.post
 	}
 	hook, reason := h.hook, h.reason
+	if err := r.awaitNoInterrupt(ctx); err != nil {
+		return err
+	}
 	r.interrupts++
 	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: hook, Reason: reason, Held: held}
 	heldArgs := make([]json.RawMessage, len(held))

@@ -252,7 +252,7 @@ type TraceLine struct {
 	// serve the call (docs/rules.md, "Why did it run again?").
 	NearMiss *dedup.NearMiss `json:"near_miss,omitempty"`
 	// Unknown, on an executed call of a tool with ToolSpec.OnUnknown
-	// "check", says that an attempt's outcome was unknown and how the run
+	// "check" or "hold", says that an attempt's outcome was unknown and how the run
 	// resolved it (docs/unknown.md).
 	Unknown *Unknown `json:"unknown,omitempty"`
 }
@@ -267,7 +267,11 @@ type Unknown struct {
 	// a check found it not applied.
 	Checks  int `json:"checks"`
 	Retries int `json:"retries,omitempty"`
-	// Resolution is ResolvedApplied, ResolvedRetried or Unresolved.
+	// Holds is how many times the run was interrupted for a person to
+	// answer (a tool whose OnUnknown is "hold").
+	Holds int `json:"holds,omitempty"`
+	// Resolution is ResolvedApplied, ResolvedRetried, ResolvedAnswered,
+	// ResolvedNotApplied or Unresolved.
 	Resolution string `json:"resolution"`
 }
 
@@ -279,6 +283,13 @@ const (
 	// ResolvedRetried: a check found it not applied, and the call ran
 	// again with the same key; the line's outcome is that run's.
 	ResolvedRetried = "retried"
+	// ResolvedNotApplied: the check found it not applied, and the call
+	// had no execution left (RetryPolicy.MaximumAttempts): the line's
+	// error says so.
+	ResolvedNotApplied = "not_applied"
+	// ResolvedAnswered: a person said what happened (a resume's result);
+	// it is the call's outcome.
+	ResolvedAnswered = "answered"
 	// Unresolved: the outcome is still unknown (the check failed, or every
 	// attempt was lost); the line's error says so (ErrOutcomeUnknown).
 	Unresolved = "unresolved"

@@ -342,15 +342,15 @@ export interface ResumeInput {
    */
   interrupt_id?: string;
   /**
-   * Given to the model as a user message.
+   * Given to the model as a user message (for hook tulip.unknown: joins the call's error when it is not run again).
    */
   answer: string;
   /**
-   * Run the held calls (unmatched, unrecorded).
+   * Run the held calls (unmatched, unrecorded); for hook tulip.unknown, run the held call again with the same key (recorded as the call).
    */
   perform_dangling?: boolean;
   /**
-   * Answers an interrupt of hook client_tools: one result for each held call (no answer, no perform_dangling). Each is recorded as its call's outcome and is the tool message the model reads. Any other interrupt takes none.
+   * Answers an interrupt of hook client_tools: one result for each held call (no answer, no perform_dangling). Each is recorded as its call's outcome and is the tool message the model reads. An interrupt of hook tulip.unknown takes one, for its held call (what happened), or none. Any other interrupt takes none.
    */
   results?: {
     /**
@@ -638,7 +638,7 @@ export interface TraceLine {
   result_in?: number;
   near_miss?: NearMiss;
   /**
-   * On an executed call of a tool whose on_unknown is check: an attempt's outcome was unknown (its worker lost, or an ambiguous error) and how the run resolved it (docs/unknown.md).
+   * On an executed call of a tool whose on_unknown is check or hold: an attempt's outcome was unknown (its worker lost, or an ambiguous error) and how the run resolved it (docs/unknown.md).
    */
   unknown?: {
     /**
@@ -654,8 +654,12 @@ export interface TraceLine {
      */
     retries?: number;
     /**
-     * applied: a check found the execution applied and its answer is the outcome; retried: the call ran again and the line's outcome is that run's; unresolved: still unknown, the line's error says why (tulip.OutcomeUnknown).
+     * applied: a check found the execution applied and its answer is the outcome; retried: the call ran again (after a check or an approval) and the line's outcome is that run's; answered: a person's result (a resume's) is the outcome; not_applied: the check found it not applied and no execution was left (the line's error says so); unresolved: still unknown, the line's error says why (tulip.OutcomeUnknown).
      */
-    resolution: 'applied' | 'retried' | 'unresolved';
+    resolution: 'applied' | 'retried' | 'answered' | 'not_applied' | 'unresolved';
+    /**
+     * How many times the run was interrupted (hook tulip.unknown) for a person to answer.
+     */
+    holds?: number;
   };
 }
