@@ -19,6 +19,10 @@
 //     readOnlyHint nor destructiveHint (the spec's default is destructive);
 //     and every tool of an untrusted server, whose hints may ask for
 //     approval but never waive it.
+//   - Holds if lost: a call of an untrusted server's tool that is not
+//     served on repeat, whose worker was lost mid-call, waits for a person
+//     (tulip.ToolSpec.OnUnknown "hold") rather than run again; set
+//     Server.OnUnknown to choose.
 //
 // A call sends tulip's downstream idempotency key in the request's _meta
 // under MetaIdempotencyKey ("io.tulip/idempotency-key"), and the model's

@@ -12,6 +12,10 @@ type Behaviour struct {
 	Idempotent bool `json:"idempotent"`
 	// Approval: every call waits for a person's approval.
 	Approval bool `json:"approval"`
+	// OnUnknown is the tool's tulip.ToolSpec.OnUnknown: "hold" (a call
+	// whose worker was lost waits for a person) or "" (Temporal retries
+	// it).
+	OnUnknown string `json:"on_unknown,omitempty"`
 	// Why explains Idempotent, then Approval, in a few words.
 	Why string `json:"why"`
 }
@@ -25,6 +29,9 @@ func (b Behaviour) String() string {
 	}
 	if b.Approval {
 		s = "asks approval; " + s
+	}
+	if b.OnUnknown == "hold" {
+		s += "; holds if lost"
 	}
 	return s
 }
@@ -49,6 +56,17 @@ func (s Server) Decide(mcpName string, a *sdk.ToolAnnotations) Behaviour {
 		b.Why = "trusted readOnlyHint: reads run every time"
 	default:
 		b.Why = "trusted, no idempotentHint"
+	}
+	switch {
+	case s.OnUnknown != "":
+		b.OnUnknown = s.OnUnknown
+	case !s.Trust && !b.Idempotent:
+		// Nothing says its effect is safe to repeat: a call whose worker
+		// was lost waits for a person rather than run again.
+		b.OnUnknown = "hold"
+	}
+	if b.OnUnknown == "retry" {
+		b.OnUnknown = ""
 	}
 	if !s.ApproveDestructive {
 		return b

@@ -47,6 +47,8 @@ func TestDecide(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.srv.Decide("t", c.ann)
+			hold := !c.srv.Trust && !c.idem // the default: an untrusted tool not served on repeat holds if lost
+			assert.Equal(t, hold, b.OnUnknown == "hold", "on unknown (%s)", b.Why)
 			assert.Equal(t, c.idem, b.Idempotent, "idempotent (%s)", b.Why)
 			assert.Equal(t, c.approval, b.Approval, "approval (%s)", b.Why)
 			assert.Contains(t, b.Why, c.why)
@@ -56,6 +58,7 @@ func TestDecide(t *testing.T) {
 
 func TestBehaviourString(t *testing.T) {
 	assert.Equal(t, "runs every time", Behaviour{}.String())
+	assert.Equal(t, "runs every time; holds if lost", Behaviour{OnUnknown: "hold"}.String())
 	assert.Equal(t, "served on repeat", Behaviour{Idempotent: true}.String())
 	assert.Equal(t, "asks approval; served on repeat", Behaviour{Idempotent: true, Approval: true}.String())
 }
@@ -106,4 +109,25 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Server.OnUnknown chooses for every tool of the server; its zero value
+// holds an untrusted server's tools that are not served on repeat.
+func TestDecideOnUnknown(t *testing.T) {
+	for _, c := range []struct {
+		srv  Server
+		want string
+	}{
+		{Server{}, "hold"},
+		{Server{Idempotent: []string{"t"}}, ""},
+		{Server{Trust: true}, ""},
+		{Server{OnUnknown: "retry"}, ""},
+		{Server{Trust: true, OnUnknown: "hold"}, "hold"},
+	} {
+		assert.Equal(t, c.want, c.srv.Decide("t", nil).OnUnknown, "%+v", c.srv)
+	}
+	err := Server{Name: "s", Command: []string{"x"}, OnUnknown: "check"}.Validate()
+	var ce *ConfigError
+	assert.ErrorAs(t, err, &ce)
+	assert.Equal(t, "OnUnknown", ce.Field)
 }

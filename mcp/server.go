@@ -61,6 +61,12 @@ type Server struct {
 	// person's approval (see the package doc for which tools are). Zero
 	// value: no tool of this server asks approval.
 	ApproveDestructive bool
+	// OnUnknown is what a run does with a call of this server's tools
+	// whose worker was lost mid-call (tulip.ToolSpec.OnUnknown): "hold"
+	// (wait for a person) or "retry" (Temporal runs it again, with the
+	// same key). Zero value: "hold" for an untrusted server's tools that
+	// are not idempotent, "retry" for the rest.
+	OnUnknown string
 }
 
 // nameRE is a tulip tool name, and a server name.
@@ -103,6 +109,11 @@ func (s Server) Validate() error {
 	}
 	if len(s.Env) > 0 && len(s.Command) == 0 {
 		return bad("Env", "is for a Command server")
+	}
+	switch s.OnUnknown {
+	case "", "retry", "hold":
+	default:
+		return bad("OnUnknown", "must be \"retry\" or \"hold\" (a check is a Go tool's)")
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -235,6 +235,7 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 			Description: t.red.text(tool.Description),
 			Idempotent:  b.Idempotent,
 			Approval:    b.Approval,
+			OnUnknown:   b.OnUnknown,
 			Toolset:     t.srv.Name,
 		}
 		if tool.InputSchema != nil {

@@ -73,6 +73,10 @@ func TestToolsAnnotationsAndOverrides(t *testing.T) {
 			got := map[string]want{}
 			for _, sp := range specs {
 				got[sp.Name] = want{sp.Idempotent, sp.Approval}
+				// An untrusted server's tool not served on repeat holds
+				// if its worker is lost; every other retries.
+				hold := !s.Trust && !sp.Idempotent
+				assert.Equal(t, hold, sp.OnUnknown == "hold", "%s: on_unknown %q", sp.Name, sp.OnUnknown)
 				assert.Equal(t, "files", sp.Toolset)
 				assert.NotEmpty(t, sp.Description)
 				assert.JSONEq(t, `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`, string(sp.Parameters))

@@ -133,7 +133,7 @@ func TestCLIMCPTools(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	t.Logf("\n%s", stdout)
 	assert.Regexp(t, `(?m)^SERVER\s+TOOL\s+ANNOTATIONS\s+TULIP\s+WHY$`, stdout)
-	assert.Regexp(t, `(?m)^fs\s+fs_write_file\s+destructive,idempotent,openWorld=false\s+runs every time\s+untrusted server: hints ignored$`, stdout)
+	assert.Regexp(t, `(?m)^fs\s+fs_write_file\s+destructive,idempotent,openWorld=false\s+runs every time; holds if lost\s+untrusted server: hints ignored$`, stdout)
 	assert.Regexp(t, `(?m)^fs\s+fs_read_text_file\s+readOnly,openWorld=false\s+served on repeat\s+Idempotent override$`, stdout)
 
 	// A typo in an override is refused.

@@ -25,6 +25,7 @@ type mcpConfig struct {
 	headers []string        // NAME=Key: Value
 	trust   []string
 	prefix  []string
+	retry   []string
 	idem    []string // NAME=TOOL
 	notIdem []string // NAME=TOOL
 	approve bool
@@ -58,6 +59,7 @@ func mcpFlags(fs *flagSet) *mcpConfig {
 	fs.Var(list(&m.env), "mcp-env", "an environment variable for a stdio server, which gets only PATH, HOME and a few more of the worker's: `NAME=KEY=VALUE` (repeatable; the value is a secret: never in history)")
 	fs.Var(list(&m.headers), "mcp-header", "an HTTP header for a URL server: `NAME=Key: Value` (repeatable; the value is a secret: never in history)")
 	fs.Var(list(&m.trust), "mcp-trust", "trust this server's annotations: its idempotentHint makes a tool served on repeat (`NAME`, repeatable)")
+	fs.Var(list(&m.retry), "mcp-retry", "a call of this server's tools whose worker was lost runs again (same key) instead of waiting for a person, as an untrusted server's tools that are not served on repeat do (`NAME`, repeatable)")
 	fs.Var(list(&m.prefix), "mcp-prefix", "expose this server's tools as NAME_TOOL (`NAME`, repeatable)")
 	fs.Var(list(&m.idem), "mcp-idempotent", "serve this tool on repeat, whatever its annotations: `NAME=TOOL` (repeatable)")
 	fs.Var(list(&m.notIdem), "mcp-not-idempotent", "run this tool every time, whatever its annotations: `NAME=TOOL` (repeatable)")
@@ -144,6 +146,7 @@ func (m *mcpConfig) build() ([]mcp.Server, error) {
 	}{
 		{"mcp-trust", m.trust, func(s *mcp.Server) { s.Trust = true }},
 		{"mcp-prefix", m.prefix, func(s *mcp.Server) { s.Prefix = true }},
+		{"mcp-retry", m.retry, func(s *mcp.Server) { s.OnUnknown = "retry" }},
 	} {
 		for _, name := range l.names {
 			s, err := lookup(l.flag, name)
