@@ -112,6 +112,35 @@ func nearMissWords(nm *dedup.NearMiss) string {
 	return " (" + clip(nm.String(), 96) + ")"
 }
 
+// unknownWords is " (outcome unknown: applied, 1 check)" for a call
+// whose attempt's outcome was unknown, "" otherwise.
+func unknownWords(u *agentrun.Unknown) string {
+	if u == nil {
+		return ""
+	}
+	var asked []string
+	if u.Checks > 0 {
+		asked = append(asked, plural(u.Checks, "check"))
+	}
+	if u.Holds > 0 {
+		asked = append(asked, plural(u.Holds, "hold"))
+	}
+	if u.Retries > 0 {
+		asked = append(asked, plural(u.Retries, "retry"))
+	}
+	return " (outcome unknown: " + strings.Join(append([]string{u.Resolution}, asked...), ", ") + ")"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	if strings.HasSuffix(word, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(word, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
 func printTable(w io.Writer, lines []scenario.Line) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tTURN\tCALL\tTOOL\tARGUMENTS\tOUTCOME\tRESULT / ERROR")
@@ -124,7 +153,7 @@ func printTable(w io.Writer, lines []scenario.Line) {
 		if l.ServedFrom != nil {
 			outcome = servedFrom(*l.ServedFrom, l.Relation)
 		}
-		outcome += nearMissWords(l.NearMiss)
+		outcome += nearMissWords(l.NearMiss) + unknownWords(l.Unknown)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", l.Run, l.Turn, l.CallID, l.Tool, clip(string(l.Arguments), 48), outcome, clip(detail, 60))
 	}
 	tw.Flush()

@@ -42,6 +42,9 @@ const (
 	// MetricNearMisses counts calls whose body ran although their tool
 	// already had records: tags tool, agent, reason (dedup.NearMissReason).
 	MetricNearMisses = "tulip_near_misses"
+	// MetricUnknownOutcomes counts calls whose attempt's outcome was
+	// unknown (docs/unknown.md): tags tool, agent, resolution.
+	MetricUnknownOutcomes = "tulip_unknown_outcomes"
 	// MetricInterruptsOpened and MetricInterruptsResumed count interrupts;
 	// tags agent, hook.
 	MetricInterruptsOpened  = "tulip_interrupts_opened"
@@ -286,6 +289,9 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 	}
 	if l.NearMiss != nil {
 		mh.WithTags(map[string]string{"tool": tool, "agent": agent, "reason": string(l.NearMiss.Reason)}).Counter(MetricNearMisses).Inc(1)
+	}
+	if l.Unknown != nil && l.Unknown.Resolution != "" {
+		mh.WithTags(map[string]string{"tool": tool, "agent": agent, "resolution": l.Unknown.Resolution}).Counter(MetricUnknownOutcomes).Inc(1)
 	}
 	if r.cfg.Observer == nil {
 		return
