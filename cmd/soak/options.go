@@ -98,6 +98,15 @@ type Options struct {
 	// answer every request 503 SlowDown for PauseFor, this many times
 	// each. Zero value: none.
 	S3Restarts, S3Pauses, S3SlowDowns int
+	// OnUnknown is issue_refund's ToolSpec.OnUnknown in the workers: ""
+	// (Temporal retries a lost attempt) or "check" (the run asks billing
+	// by key). Zero value: "".
+	OnUnknown string
+	// EffectKills is the chance (0 to 1) that a worker SIGKILLs itself
+	// inside issue_refund's body after billing answered and before the
+	// result, on a call's first attempt (a new worker takes its place).
+	// Zero value: never.
+	EffectKills float64
 	// Inject breaks the workers on purpose, a control the checker must
 	// catch: "dedup-off", "served-but-ran", "no-thread-store" or, with
 	// Store "s3", "no-cas" (writes without their conditions). Zero value:
@@ -162,6 +171,10 @@ func (o *Options) fill() error {
 	switch {
 	case o.Workers < 1 || o.Threads < 1 || o.Runs < 0 || o.Duration < 0:
 		return &UsageError{"workers and threads must be at least 1, runs and duration not negative"}
+	case o.OnUnknown != "" && o.OnUnknown != "check":
+		return &UsageError{fmt.Sprintf("--on-unknown %q: check, or none (retry)", o.OnUnknown)}
+	case o.EffectKills < 0 || o.EffectKills > 1:
+		return &UsageError{fmt.Sprintf("--effect-kills %v: a chance, 0 to 1", o.EffectKills)}
 	case o.Inject != "" && !slices.Contains(Injections, o.Inject):
 		return &UsageError{fmt.Sprintf("--inject %q: one of %v", o.Inject, Injections)}
 	case o.Address != "" && o.Cluster:
@@ -196,6 +209,12 @@ type Summary struct {
 	// a later attempt (a crash-window retry).
 	WitnessRequests int `json:"witness_requests"`
 	RetriedRequests int `json:"retried_requests"`
+	// EffectKills counts the workers that killed themselves after an
+	// effect (Options.EffectKills); RefundsRetried the refund requests
+	// among RetriedRequests: each is a second refund at a service that
+	// ignored the key.
+	EffectKills    int `json:"effect_kills"`
+	RefundsRetried int `json:"refunds_retried"`
 	// Duplicates are calls with a side effect their reference run does not
 	// have: executed where it serves (log) or reaching a service where it
 	// serves, or reaching one twice (witnesses).

@@ -132,6 +132,12 @@ func (s *soak) setUp(ctx context.Context) error {
 	if s.o.Inject != "" {
 		args = append(args, "--inject", s.o.Inject)
 	}
+	if s.o.OnUnknown != "" {
+		args = append(args, "--on-unknown", s.o.OnUnknown)
+	}
+	if s.o.EffectKills > 0 {
+		args = append(args, "--effect-kills", fmt.Sprint(s.o.EffectKills))
+	}
 	s.workers = &pool{bin: s.o.Binary, log: s.o.Log}
 	s.sum.Store = "dir"
 	if s.o.Store == "s3" {
@@ -436,6 +442,7 @@ func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) map[s
 	s.sum.Pages = s.page.Pages()
 	fs, retried := CheckWitnesses(reqs, NewEffects(ref), s.w.plain)
 	s.sum.RetriedRequests = retried
+	_, s.sum.RefundsRetried = CheckWitnesses(s.bill.Witnesses(), NewEffects(ref), s.w.plain)
 	s.record(fs, dups)
 	reached := map[string]int{}
 	for _, r := range reqs {
@@ -447,7 +454,7 @@ func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) map[s
 // replay replays every run's chain with the workers' configuration, one
 // history in memory at a time.
 func (s *soak) replay(ctx context.Context, runs []*run) error {
-	wo, err := workerOptions(WorkerOptions{Billing: s.bill.URL(), Pager: s.page.URL(), Inject: s.o.Inject})
+	wo, err := workerOptions(WorkerOptions{Billing: s.bill.URL(), Pager: s.page.URL(), Inject: s.o.Inject, OnUnknown: s.o.OnUnknown})
 	if err != nil {
 		return err
 	}
@@ -484,6 +491,7 @@ func (s *soak) recovery(kills []Kill) error {
 	if len(rec.Samples) > 0 {
 		s.sum.RecoveryMaxS = rec.Samples[len(rec.Samples)-1].Seconds()
 	}
+	s.sum.EffectKills = rec.EffectKills
 	s.sum.Unrecovered = len(rec.Unrecovered)
 	for _, u := range rec.Unrecovered {
 		s.sum.violate("activity %s: in flight on a killed worker, never retried", u)

@@ -16,6 +16,9 @@ import (
 const (
 	PhaseStart = "start"
 	PhaseEnd   = "end"
+	// PhaseEffectKill: the worker kills itself now, after the effect
+	// (Options.EffectKills).
+	PhaseEffectKill = "effect_kill"
 )
 
 // Attempt is one line of the attempts file the soak's workers share: an
@@ -43,6 +46,9 @@ type Kill struct {
 type Recovery struct {
 	Samples     []time.Duration // sorted
 	Unrecovered []string        // "workflow/run/activity#attempt" with no later attempt
+	// EffectKills counts the workers that killed themselves after an
+	// effect.
+	EffectKills int
 }
 
 // Percentile is the q-quantile (0 < q <= 1) of the samples, nearest rank;
@@ -74,24 +80,44 @@ func Recoveries(open func() (io.ReadCloser, error), kills []Kill) (Recovery, err
 		retry   int64 // the next attempt's start, 0: none yet
 		next    int
 		before  bool // a later attempt started before the kill: not in flight
+		tool    string
 	}
+	byRun := map[string][]*inflight{} // workflow/run -> its tool attempts in flight
 	open1 := map[string]*inflight{} // activity|attempt -> in flight
+	effectKills := 0
 	err := scanAttempts(open, func(a Attempt) {
+		if a.Phase == PhaseEffectKill {
+			effectKills++
+			return
+		}
 		at, ok := killed[a.Pid]
 		if !ok || !counted(a.Type) {
 			return
 		}
 		key := a.Workflow + "/" + a.Run + "/" + a.Activity
 		if a.Phase == PhaseStart {
-			open1[key] = &inflight{attempt: a.Attempt, killAt: at}
+			f := &inflight{attempt: a.Attempt, killAt: at, tool: strings.TrimPrefix(a.Type, activities.ToolActivityPrefix)}
+			open1[key] = f
+			byRun[a.Workflow+"/"+a.Run] = append(byRun[a.Workflow+"/"+a.Run], f)
 		} else if f := open1[key]; f != nil && f.attempt == a.Attempt {
 			delete(open1, key)
 		}
 	})
 	if err != nil || len(open1) == 0 {
-		return Recovery{}, err
+		return Recovery{EffectKills: effectKills}, err
 	}
 	err = scanAttempts(open, func(a Attempt) {
+		if check, ok := strings.CutPrefix(a.Type, "tulip.check."); ok && a.Phase == PhaseStart {
+			// A tool that checks its lost attempts recovers by its check
+			// (the attempt's activity ends): its first check after the
+			// kill is the retry.
+			for _, f := range byRun[a.Workflow+"/"+a.Run] {
+				if f.tool == check && a.At >= f.killAt.UnixNano() && (f.retry == 0 || a.At < f.retry) {
+					f.retry, f.next = a.At, 1
+				}
+			}
+			return
+		}
 		f := open1[a.Workflow+"/"+a.Run+"/"+a.Activity]
 		if f == nil || a.Phase != PhaseStart || a.Attempt <= f.attempt {
 			return
@@ -104,7 +130,7 @@ func Recoveries(open func() (io.ReadCloser, error), kills []Kill) (Recovery, err
 			f.retry, f.next = a.At, a.Attempt
 		}
 	})
-	var rec Recovery
+	rec := Recovery{EffectKills: effectKills}
 	for key, f := range open1 {
 		if f.before {
 			continue

@@ -25,6 +25,13 @@ func TestRecoveries(t *testing.T) {
 		{Phase: PhaseStart, Type: "tulip.Model", Workflow: "w3", Run: "r3", Activity: "5", Attempt: 1, At: at(-1), Pid: 8},
 		{Phase: PhaseStart, Type: "tulip.Model", Workflow: "w", Run: "r", Activity: "5", Attempt: 3, At: at(9), Pid: 8},
 		{Phase: PhaseStart, Type: "tulip.Model", Workflow: "w", Run: "r", Activity: "5", Attempt: 2, At: at(6), Pid: 8},
+		// In flight on 7, a tool that checks: its check after the kill
+		// (2 s) recovers it; a check of another tool does not.
+		{Phase: PhaseStart, Type: "tulip.tool.charge", Workflow: "w4", Run: "r4", Activity: "7", Attempt: 1, At: at(-0.5), Pid: 7},
+		{Phase: PhaseStart, Type: "tulip.check.other", Workflow: "w4", Run: "r4", Activity: "8", Attempt: 1, At: at(1), Pid: 8},
+		{Phase: PhaseStart, Type: "tulip.check.charge", Workflow: "w4", Run: "r4", Activity: "9", Attempt: 1, At: at(2), Pid: 8},
+		// A worker that killed itself after an effect.
+		{Phase: PhaseEffectKill, Type: "tulip.tool.charge", Workflow: "w5", Run: "r5", Activity: "7", Attempt: 1, At: at(3), Pid: 9},
 	}
 	var sb strings.Builder
 	for _, a := range lines {
@@ -37,8 +44,11 @@ func TestRecoveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.Samples) != 1 || rec.Samples[0] != 6*time.Second {
-		t.Fatalf("samples %v, want [6s]", rec.Samples)
+	if len(rec.Samples) != 2 || rec.Samples[0] != 2*time.Second || rec.Samples[1] != 6*time.Second {
+		t.Fatalf("samples %v, want [2s 6s]", rec.Samples)
+	}
+	if rec.EffectKills != 1 {
+		t.Fatalf("effect kills %d, want 1", rec.EffectKills)
 	}
 	if len(rec.Unrecovered) != 1 || rec.Unrecovered[0] != "w2/r2/9" {
 		t.Fatalf("unrecovered %v", rec.Unrecovered)

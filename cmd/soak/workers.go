@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -39,9 +40,10 @@ type pool struct {
 	private string
 	env     []string
 
-	mu      sync.Mutex
-	procs   []*exec.Cmd
-	spawned int
+	mu       sync.Mutex
+	procs    []*exec.Cmd
+	spawned  int
+	stopping bool
 }
 
 // spawn starts one more worker process and waits until it polls, trying
@@ -58,12 +60,32 @@ func (p *pool) spawn() error {
 	if err != nil {
 		return err
 	}
-	go func() { _ = cmd.Wait() }()
+	go func() {
+		_ = cmd.Wait()
+		p.exited(cmd)
+	}()
 	p.mu.Lock()
 	p.procs = append(p.procs, cmd)
 	p.spawned++
 	p.mu.Unlock()
 	return nil
+}
+
+// exited replaces a worker process that died on its own (one that killed
+// itself after an effect, Options.EffectKills): one the nemesis killed or
+// stop ended is no longer in procs.
+func (p *pool) exited(cmd *exec.Cmd) {
+	p.mu.Lock()
+	i := slices.Index(p.procs, cmd)
+	if i < 0 || p.stopping {
+		p.mu.Unlock()
+		return
+	}
+	p.procs = slices.Delete(p.procs, i, i+1)
+	p.mu.Unlock()
+	if err := p.spawn(); err != nil && p.log != nil {
+		fmt.Fprintf(p.log, "soak: replacing a worker that exited: %v\n", err)
+	}
 }
 
 // setup gives a worker process its private directories and environment.
@@ -104,6 +126,7 @@ func (p *pool) kill(rng *rand.Rand) (Kill, error) {
 func (p *pool) stop() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopping = true
 	for _, c := range p.procs {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	}
@@ -128,6 +151,9 @@ type WorkerOptions struct {
 	Attempts string
 	// Inject is Options.Inject.
 	Inject string
+	// OnUnknown and EffectKills are Options'.
+	OnUnknown   string
+	EffectKills float64
 	// ThreadDir is the workers' thread store (activities.DirStore), shared
 	// by every worker process. Zero value: none.
 	ThreadDir string
@@ -200,6 +226,13 @@ func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 	tb.UseBilling(billing.Client{BaseURL: opts.Billing})
 	tb.UsePager(pager.Client{BaseURL: opts.Pager})
 	wo := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: Models(opts.ModelLatency)}
+	if opts.OnUnknown != "" || opts.EffectKills > 0 {
+		tools, err := refundUnknown(wo.Tools, opts)
+		if err != nil {
+			return wo, err
+		}
+		wo.Tools = tools
+	}
 	switch opts.Inject {
 	case "dedup-off":
 		tools, err := nonIdempotent(wo.Tools)
@@ -226,6 +259,63 @@ func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 		wo.Checkpointer = activities.TemporalCheckpointer{Store: store}
 	}
 	return wo, nil
+}
+
+// refundUnknown declares issue_refund again: with opts.OnUnknown (for
+// "check", asking billing by key, and 5 s an attempt, after which a lost
+// one is checked), and killing its worker after billing answered, on a
+// call's first attempt, with chance opts.EffectKills.
+func refundUnknown(tools []*activities.Tool, opts WorkerOptions) ([]*activities.Tool, error) {
+	bill := billing.Client{BaseURL: opts.Billing}
+	out := make([]*activities.Tool, 0, len(tools))
+	for _, t := range tools {
+		if t.Spec().Name != "issue_refund" {
+			out = append(out, t)
+			continue
+		}
+		spec, fn, o := t.Spec(), t.Activity(), t.Options()
+		spec.OnUnknown = opts.OnUnknown
+		if opts.OnUnknown == activities.OnUnknownCheck {
+			o.StartToCloseTimeout = 5 * time.Second
+			o.Check = func(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
+				rc, ok, err := bill.Lookup(ctx, in.IdempotencyKey)
+				if err != nil || !ok {
+					return nil, false, err
+				}
+				b, err := json.Marshal(rc)
+				return b, true, err
+			}
+		}
+		nt, err := activities.NewTool(spec, func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			in, _ := activities.CallInfo(ctx)
+			res, err := fn(ctx, in)
+			if err == nil && opts.EffectKills > 0 && activity.GetInfo(ctx).Attempt == 1 && rand.Float64() < opts.EffectKills {
+				effectKill(ctx, opts.Attempts)
+			}
+			return res.Result, err
+		}, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nt)
+	}
+	return out, nil
+}
+
+// effectKill notes the kill in the attempts file, then SIGKILLs this
+// worker process: billing made the refund, its result is lost.
+func effectKill(ctx context.Context, attempts string) {
+	if attempts != "" {
+		if f, err := os.OpenFile(attempts, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			info := activity.GetInfo(ctx)
+			b, _ := json.Marshal(Attempt{Phase: PhaseEffectKill, Type: info.ActivityType.Name, Workflow: info.WorkflowExecution.ID,
+				Run: info.WorkflowExecution.RunID, Activity: info.ActivityID, Attempt: int(info.Attempt), At: time.Now().UnixNano(), Pid: os.Getpid()})
+			_, _ = f.Write(append(b, '\n'))
+			_ = f.Close()
+		}
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
 }
 
 // nonIdempotent declares every tool again, not idempotent: nothing is
