@@ -66,7 +66,8 @@ func TestResultKeepsEveryField(t *testing.T) {
 
 	rec := dedup.Record{Seq: 1, Tool: "refund", Arguments: `{"a":1}`, Response: 2, Run: "r", Turn: 1, CallID: "c",
 		Origin: dedup.Executed, Result: json.RawMessage(`"ok"`), Error: &dedup.ToolError{Type: "T", Message: "m"},
-		ServedFrom: &one, Relation: dedup.SameResponse, Key: "k", NearMiss: nm}
+		ServedFrom: &one, Relation: dedup.SameResponse, Key: "k", NearMiss: nm,
+		Unknown: &dedup.Unknown{Cause: "lost", Checks: 1, Resolution: "applied"}}
 	recs, err := recode[[]Record]([]dedup.Record{rec})
 	require.NoError(t, err)
 	assert.Equal(t, "T", recs[0].Error.Type)

@@ -189,6 +189,9 @@ type Record struct {
 	// NearMiss, on an executed record of a tool that already had records,
 	// names the nearest of them and why it did not serve the call.
 	NearMiss *NearMiss `json:"near_miss,omitempty"`
+	// Unknown, as on the call's trace line: an attempt's outcome was
+	// unknown, and how the run resolved it.
+	Unknown *Unknown `json:"unknown,omitempty"`
 }
 
 // Interrupt is a paused run's question.

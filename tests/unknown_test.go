@@ -308,6 +308,17 @@ func TestUnknownOutcomeIsChecked(t *testing.T) {
 					assert.Contains(t, *line.Error, "finance will reconcile it by hand")
 				}
 			}
+			// The log says so too, on the call's record.
+			recs, err := run.Log(ctxT(t))
+			require.NoError(t, err)
+			var rec *agent.Record
+			for i := range recs {
+				if recs[i].CallID == "c1" {
+					rec = &recs[i]
+				}
+			}
+			require.NotNil(t, rec, "the call is recorded")
+			assert.Equal(t, line.Unknown, rec.Unknown, "the record holds what the trace line says")
 			if tc.twin {
 				require.Len(t, res.Trace, 2)
 				assert.Equal(t, agent.Served, res.Trace[1].Outcome)

@@ -222,7 +222,7 @@ func (e *env) inspect(args []string) error {
 		if r.ServedFrom != nil {
 			origin = servedFrom(*r.ServedFrom, r.Relation)
 		}
-		origin += nearMissWords(r.NearMiss)
+		origin += nearMissWords(r.NearMiss) + unknownWords(r.Unknown)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Response, r.CallID, r.Tool, clip(r.Arguments, 48), origin, clip(detail, 60))
 	}
 	return tw.Flush()

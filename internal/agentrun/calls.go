@@ -64,6 +64,9 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 					out = activities.ToolOutput(*wire)
 				}
 			}
+			if st.line.Unknown != nil {
+				st.call.NoteUnknown(st.line.Unknown)
+			}
 			st.call.Settle(&out, err)
 			if err != nil {
 				st.line.Error = errText(calllog.ToolErrorOf(err).Message)

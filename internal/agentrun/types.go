@@ -257,23 +257,10 @@ type TraceLine struct {
 	Unknown *Unknown `json:"unknown,omitempty"`
 }
 
-// Unknown is a call whose attempt's outcome was unknown (its worker lost,
-// or an ambiguous error), and what the run did about it.
-type Unknown struct {
-	// Cause is why the outcome was unknown, the first time.
-	Cause string `json:"cause"`
-	// Checks is how many times the tool's check asked the service;
-	// Retries how many times the call ran again, with the same key, after
-	// a check found it not applied.
-	Checks  int `json:"checks"`
-	Retries int `json:"retries,omitempty"`
-	// Holds is how many times the run was interrupted for a person to
-	// answer (a tool whose OnUnknown is "hold").
-	Holds int `json:"holds,omitempty"`
-	// Resolution is ResolvedApplied, ResolvedRetried, ResolvedAnswered,
-	// ResolvedNotApplied or Unresolved.
-	Resolution string `json:"resolution"`
-}
+// Unknown is a call whose attempt's outcome was unknown, and what the
+// run did about it (dedup.Unknown: the trace line and the record hold the
+// same).
+type Unknown = dedup.Unknown
 
 // The resolutions of an unknown outcome.
 const (

@@ -205,6 +205,14 @@ func (c *Call) Settle(out *activities.ToolOutput, err error) {
 	delete(c.log.inflight, c.Recorded.Seq)
 }
 
+// NoteUnknown keeps on c's record, before Settle, that an attempt's
+// outcome was unknown and how the run resolved it.
+func (c *Call) NoteUnknown(u *dedup.Unknown) {
+	if c.log != nil && c.Recorded != nil && c.Recorded.Pending() {
+		c.Recorded.Unknown = u
+	}
+}
+
 // Explain answers "why did it run again?" for an executed call of a tool
 // with records: the nearest record and the rule that kept them apart (nil
 // when there is none), also kept on the call's record. pre, when a hook

@@ -100,6 +100,11 @@ type Record struct {
 	// (docs/rules.md, "Why did it run again?"). A thin record leaves it out
 	// (its holder's record has it).
 	NearMiss *NearMiss `json:"near_miss,omitempty"`
+	// Unknown, on an executed record of a tool that checks or holds its
+	// unknown outcomes, says an attempt's outcome was unknown and how the
+	// run resolved it (docs/unknown.md). A thin record leaves it out (its
+	// holder's record has it).
+	Unknown *Unknown `json:"unknown,omitempty"`
 
 	args       *Args
 	vh         uint64 // the index hash
@@ -322,7 +327,7 @@ func (l *Log) ThinSnapshot(n int, holder string, inline int, resultIn func(r *Re
 		r := l.rec(i)
 		rec := *r
 		if !r.Thin() {
-			rec.ArgsHash, rec.Arguments, rec.Holder, rec.NearMiss = r.args.ArgsHash(), "", holder, nil
+			rec.ArgsHash, rec.Arguments, rec.Holder, rec.NearMiss, rec.Unknown = r.args.ArgsHash(), "", holder, nil, nil
 			if rec.Holder == rec.Run {
 				rec.Holder = ""
 			}

@@ -94,6 +94,23 @@ func appendRecord(b []byte, r *Record) []byte {
 		b = append(b, `,"near_miss":`...)
 		b = AppendNearMiss(b, r.NearMiss, false)
 	}
+	if u := r.Unknown; u != nil {
+		b = append(b, `,"unknown":{"cause":`...)
+		b = str(b, u.Cause)
+		b = append(b, `,"checks":`...)
+		b = strconv.AppendInt(b, int64(u.Checks), 10)
+		if u.Retries != 0 {
+			b = append(b, `,"retries":`...)
+			b = strconv.AppendInt(b, int64(u.Retries), 10)
+		}
+		if u.Holds != 0 {
+			b = append(b, `,"holds":`...)
+			b = strconv.AppendInt(b, int64(u.Holds), 10)
+		}
+		b = append(b, `,"resolution":`...)
+		b = str(b, u.Resolution)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

@@ -54,6 +54,9 @@ func TestSnapshotJSON(t *testing.T) {
 					r.NearMiss.Differences = append(r.NearMiss.Differences, Difference{Path: text(), Was: raw(), Now: raw()})
 				}
 			}
+			if rng.IntN(3) == 0 {
+				r.Unknown = &Unknown{Cause: text(), Checks: rng.IntN(3), Retries: rng.IntN(2), Holds: rng.IntN(2), Resolution: text()}
+			}
 			s.Records = append(s.Records, r)
 		}
 		var sb strings.Builder

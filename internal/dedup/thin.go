@@ -37,6 +37,7 @@ type thinExtra struct {
 	servedFrom *int
 	resultIn   *int
 	nearMiss   *NearMiss
+	unknown    *Unknown
 	// argsHash is ArgsHash when it is not 64 lowercase hex digits (such a
 	// record never matches a call: ArgsHash is lowercase hex).
 	argsHash string
@@ -110,7 +111,7 @@ func (l *Log) compact(r *Record) (thinRec, bool) {
 		x.big, x.response, x.turn = true, r.Response, r.Turn
 	}
 	x.resultEmpty = r.Result != nil && len(r.Result) == 0
-	x.err, x.servedFrom, x.resultIn, x.nearMiss = r.Error, r.ServedFrom, r.ResultIn, r.NearMiss
+	x.err, x.servedFrom, x.resultIn, x.nearMiss, x.unknown = r.Error, r.ServedFrom, r.ResultIn, r.NearMiss, r.Unknown
 	if x != (thinExtra{}) {
 		t.extra = &x
 	}
@@ -134,7 +135,7 @@ func (l *Log) thinRecord(i int) *Record {
 		r.Result = json.RawMessage(text[res : res+t.resLen])
 	}
 	if x := t.extra; x != nil {
-		r.Error, r.ServedFrom, r.ResultIn, r.NearMiss, r.ArgsHash = x.err, x.servedFrom, x.resultIn, x.nearMiss, x.argsHash
+		r.Error, r.ServedFrom, r.ResultIn, r.NearMiss, r.Unknown, r.ArgsHash = x.err, x.servedFrom, x.resultIn, x.nearMiss, x.unknown, x.argsHash
 		if x.big {
 			r.Response, r.Turn = x.response, x.turn
 		}

@@ -26,7 +26,7 @@ func TestThinRecordsCompact(t *testing.T) {
 	for i := range 300 {
 		r := Record{Seq: i, Tool: tools[rng.Intn(3)], Response: i + 1, Run: fmt.Sprintf("run-%d", i/100), Turn: i%100 + 1,
 			CallID: fmt.Sprintf("c%d", i), Origin: Executed, Key: fmt.Sprintf("tulip-%040d", i), ArgsHash: hash(rng.Intn(50))}
-		switch rng.Intn(6) {
+		switch rng.Intn(7) {
 		case 0:
 			r.Error = &ToolError{Type: "t", Message: fmt.Sprint("m", i)}
 		case 1:
@@ -39,6 +39,8 @@ func TestThinRecordsCompact(t *testing.T) {
 			r.NearMiss = &NearMiss{Record: 1, CallID: "c1", Reason: ReasonArguments}
 		case 4:
 			r.ArgsHash = "ABCDEF" + hash(i)[6:] // not lowercase: never matches
+		case 5:
+			r.Unknown = &Unknown{Cause: "lost", Checks: 1, Resolution: "applied"}
 		}
 		if r.ResultIn == nil && r.Error == nil {
 			r.Result = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))

@@ -331,6 +331,31 @@ export interface LogRecord {
    */
   result_in?: number;
   near_miss?: NearMiss;
+  /**
+   * As on the call's trace line: an attempt's outcome was unknown (its worker lost, or an ambiguous error) and how the run resolved it (docs/unknown.md). A thin record leaves it out.
+   */
+  unknown?: {
+    /**
+     * Why the outcome was unknown, the first time.
+     */
+    cause: string;
+    /**
+     * How many times the tool's check asked the service.
+     */
+    checks: number;
+    /**
+     * How many times the call ran again, with the same key, after a check found it not applied.
+     */
+    retries?: number;
+    /**
+     * applied: a check found the execution applied and its answer is the outcome; retried: the call ran again (after a check or an approval) and the line's outcome is that run's; answered: a person's result (a resume's) is the outcome; not_applied: the check found it not applied and no execution was left (the line's error says so); unresolved: still unknown, the line's error says why (tulip.OutcomeUnknown).
+     */
+    resolution: 'applied' | 'retried' | 'answered' | 'not_applied' | 'unresolved';
+    /**
+     * How many times the run was interrupted (hook tulip.unknown) for a person to answer.
+     */
+    holds?: number;
+  };
 }
 
 /**
