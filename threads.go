@@ -86,7 +86,7 @@ type ThreadRef struct {
 // ThreadState is a thread's state between runs: its conversation and each
 // agent's execution log. A store keeps it as its JSON (json.Marshal, and
 // json.Unmarshal into a new ThreadState on Load) and reads nothing else of
-// it. Run and Messages are there to read: changing them changes nothing
+// it. Run, Messages and Usage are there to read: changing them changes nothing
 // the state holds. A ThreadState comes from a store, a run or JSON; one
 // built by hand holds no state, and DirStore and s3store refuse to save it.
 type ThreadState struct {
@@ -95,7 +95,11 @@ type ThreadState struct {
 	// Messages is the conversation as the state holds it (agent.Thread
 	// returns a state whose conversation is whole).
 	Messages []Message
-	cp       *activities.Checkpoint
+	// Usage is the thread's tokens through this state: every model
+	// response of every run and agent on it (nil when none reported any;
+	// threads count them from the first run that did).
+	Usage *Usage
+	cp    *activities.Checkpoint
 }
 
 // MarshalJSON is the state as a store keeps it.
@@ -126,7 +130,7 @@ func publicState(cp *activities.Checkpoint) *ThreadState {
 	if cp == nil {
 		return nil
 	}
-	return &ThreadState{Run: cp.Run, Messages: publicMessages(cp.Messages), cp: cp}
+	return &ThreadState{Run: cp.Run, Messages: publicMessages(cp.Messages), Usage: (*Usage)(cp.Usage.Plus(nil)), cp: cp}
 }
 
 // StoreEntryError is a thread store entry that cannot be read (corrupt,

@@ -31,7 +31,7 @@ func result(res *agentrun.RunResult) (*Result, error) {
 	}
 	out := &Result{Status: res.Status, Agent: res.Agent, ThreadID: res.ThreadID, Answer: res.Answer,
 		Turns: res.Turns, Error: res.Error, Checkpoint: state(res.Checkpoint), ContinuedAsNew: res.ContinuedAsNew,
-		State: state(res.State), Usage: (*tulip.Usage)(res.Usage), ClientTools: res.ClientTools, StoreError: res.StoreError}
+		State: state(res.State), Usage: (*tulip.Usage)(res.Usage), ThreadUsage: (*tulip.Usage)(res.ThreadUsage), ClientTools: res.ClientTools, StoreError: res.StoreError}
 	if res.Trace != nil {
 		out.Trace = make([]TraceLine, len(res.Trace))
 	}

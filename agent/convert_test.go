@@ -43,7 +43,8 @@ func TestResultKeepsEveryField(t *testing.T) {
 			Unknown: &agentrun.Unknown{Cause: "lost", Checks: 2, Retries: 1, Holds: 1, Resolution: agentrun.ResolvedRetried}}},
 		Interrupt: &agentrun.Interrupt{ID: "i", Turn: 2, Hook: "h", Reason: "r"},
 		Error:     "e", ContinuedAsNew: 2, Summary: map[agentrun.Outcome]int{agentrun.OutcomeCached: 1},
-		ClientTools: []string{"ct"}, StoreError: "s",
+		ClientTools: []string{"ct"}, StoreError: "s", Usage: &activities.Usage{PromptTokens: 3, CompletionTokens: 2},
+		ThreadUsage: &activities.Usage{PromptTokens: 9, CompletionTokens: 4, CachedTokens: 1},
 		Checkpoint: &activities.Checkpoint{Run: "r", Agents: map[string]json.RawMessage{"": json.RawMessage(`{"records":[]}`)},
 			Messages: []activities.Message{{Role: "user", Content: "hi"}}, Minted: map[string]int{"": 2}},
 		State: &activities.Checkpoint{Run: "r", Conversation: &activities.ConversationRef{Count: 3, Digest: "d"}}}

@@ -38,6 +38,10 @@ type Result struct {
 	// (resumes and continue-as-new included); nil when the model reported
 	// none.
 	Usage *tulip.Usage `json:"usage,omitempty"`
+	// ThreadUsage, for a run on a thread, is the thread's tokens through
+	// this run: every run and agent on it (threads count them from the
+	// first run that did).
+	ThreadUsage *tulip.Usage `json:"thread_usage,omitempty"`
 	// ClientTools names the run's client tools (Options.ClientTools): a
 	// trace line of one of them is a call the caller ran.
 	ClientTools []string `json:"client_tools,omitempty"`

@@ -100,6 +100,7 @@ func TestCLIDemoHistoryReplayInspect(t *testing.T) {
 	stdout, stderr, code = runCLI(t, "inspect", thread[1], "--address", server.Address())
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "agent support: 9 records")
+	assert.Regexp(t, `served from the log: [1-9] of 9 calls`, stdout)
 	// One word for a served call: the table and the log say the same.
 	assert.Contains(t, stdout, "served (record 0, earlier turn)")
 	assert.NotContains(t, stdout, "cached")

@@ -24,6 +24,7 @@ import (
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
@@ -201,7 +202,11 @@ func (e *env) inspect(args []string) error {
 		return err
 	}
 	defer s.Close()
-	recs, err := runclient.ThreadLog(e.ctx, s.client, fs.Arg(0), *agentName)
+	st, err := runclient.Thread(e.ctx, s.client, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	recs, err := threadRecords(st, *agentName)
 	if err != nil {
 		return err
 	}
@@ -225,7 +230,35 @@ func (e *env) inspect(args []string) error {
 		origin += nearMissWords(r.NearMiss) + unknownWords(r.Unknown)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Response, r.CallID, r.Tool, clip(r.Arguments, 48), origin, clip(detail, 60))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	served := 0
+	for _, r := range recs {
+		if r.Origin == dedup.Served {
+			served++
+		}
+	}
+	fmt.Fprintf(e.stdout, "served from the log: %d of %d calls (bodies not run again)\n", served, len(recs))
+	if u := st.Usage; u != nil {
+		fmt.Fprintf(e.stdout, "thread tokens (every run and agent): %d prompt (%d cached), %d completion\n", u.PromptTokens, u.CachedTokens, u.CompletionTokens)
+	}
+	return nil
+}
+
+// threadRecords is the log agent left in st (none: empty).
+func threadRecords(st *activities.Checkpoint, agent string) ([]dedup.Record, error) {
+	if agent == "" {
+		agent = agentrun.DefaultAgent
+	}
+	if st == nil || st.Agents[agent] == nil {
+		return []dedup.Record{}, nil
+	}
+	l, err := dedup.Restore(st.Agents[agent])
+	if err != nil {
+		return nil, err
+	}
+	return l.Records(), nil
 }
 
 func (e *env) history(args []string) error {

@@ -53,6 +53,10 @@ type Checkpoint struct {
 	// Absent for an agent whose log's length is past that already (and in
 	// states written before it): the count then starts at that length.
 	Minted map[string]int `json:"minted,omitempty"`
+	// Usage is the thread's token counts through this state: every model
+	// response of every run and agent on it. Absent when none reported
+	// any (and in states written before it: counted from then on).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // ConversationRef is a conversation by reference: its length, its digest
@@ -680,7 +684,7 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 			}
 		}
 	}
-	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted)}
+	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted), Usage: cp.Usage.Plus(nil)}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
 		head, err := fetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)

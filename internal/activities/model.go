@@ -112,6 +112,16 @@ func (s *Usage) Add(u *Usage) *Usage {
 	return s
 }
 
+// Plus is s and u summed in a new Usage (nil when both are nil): neither
+// changes.
+func (s *Usage) Plus(u *Usage) *Usage {
+	if s == nil && u == nil {
+		return nil
+	}
+	var out Usage
+	return out.Add(s).Add(u)
+}
+
 // ModelParams are a run's sampling parameters: each, when set, is sent to
 // the model in place of the model's own setting.
 type ModelParams struct {

@@ -81,6 +81,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	// the messages are r.messages: the encoded snapshot and a second
 	// array of messages would only hold memory for the run's life.
 	r.loaded = &activities.Checkpoint{Minted: cp.Minted}
+	r.threadBase = cp.Usage
 	if cp.Agents != nil {
 		r.loaded.Agents = make(map[string]json.RawMessage, len(cp.Agents))
 		for name, snap := range cp.Agents {
@@ -164,6 +165,9 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 	}
 	cp.Agents[r.in.Agent] = snap
 	cp.Minted = r.minted(n)
+	if r.countsThread {
+		cp.Usage = r.threadBase.Plus(r.usage)
+	}
 
 	closing := closeConversation(r.messages)[len(r.messages):]
 	split, digest, parts := r.base, r.baseDigest, slices.Clone(r.parts)
@@ -284,7 +288,7 @@ func (r *run) restoreRef(c *Carry) error {
 	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
 	r.interrupts, r.executions, r.baseLen, r.continued = c.Interrupts, c.Executions, c.BaseLen, c.Continued
 	r.save = c.Save // a decision in the chain's history, as its first run took it
-	r.usage = c.Usage
+	r.usage, r.threadBase = c.Usage, c.ThreadUsage
 	r.addToolsets(c.Toolsets)
 	r.trace, r.traceParts, r.summarized = c.Trace, c.TraceParts, c.Summary
 	internLines(r.trace)
@@ -340,6 +344,9 @@ func (r *run) continueByRef(ctx wf.Context) error {
 		Interrupts: r.interrupts, Answered: slices.Sorted(maps.Keys(r.answered)), Executions: r.executions,
 		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sentCursor(), Digest: r.convDigest(), Continued: r.continued + 1,
 		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets, Save: r.save, Usage: r.usage}
+	if r.countsThread {
+		c.ThreadUsage = r.threadBase
+	}
 	if r.stream != nil {
 		if c.Stream, err = r.stream.State(); err != nil {
 			return err

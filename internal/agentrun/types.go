@@ -179,6 +179,9 @@ type Carry struct {
 	Save bool `json:"save,omitempty"`
 	// Usage is the chain's token counts so far (RunResult.Usage).
 	Usage *activities.Usage `json:"usage,omitempty"`
+	// ThreadUsage is the thread's token counts before the chain (its
+	// loaded state's): State.Usage counts the chain's too.
+	ThreadUsage *activities.Usage `json:"thread_usage,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a
@@ -334,6 +337,10 @@ type RunResult struct {
 	// (resumes and continue-as-new included); nil when its model reported
 	// none.
 	Usage *activities.Usage `json:"usage,omitempty"`
+	// ThreadUsage, for a run on a thread, is the thread's token counts
+	// through this run: every run and agent on it (states written before
+	// threads counted them count from then on).
+	ThreadUsage *activities.Usage `json:"thread_usage,omitempty"`
 	// ClientTools names the run's client tools (RunInput.ClientTools), in
 	// order: a trace line of one of them is a call the caller ran.
 	ClientTools []string `json:"client_tools,omitempty"`

@@ -176,14 +176,18 @@ type run struct {
 	clientSpecs []activities.ToolSpec
 	clientHeld  []clientHold
 	usage       *activities.Usage // the model responses' token counts, summed
-	save        bool              // the run saves its thread state through a custom Checkpointer
-	status      string
-	turn        int
-	runTurns    int // turns in this workflow run
-	answer      string
-	failure     string
-	limit       int  // the payload limit, once read (see checkSize)
-	ready       bool // the thread's state (or the carried state) is loaded
+	threadBase  *activities.Usage // the thread's counts before this chain (its loaded state's)
+	// countsThread: the state, the result and the carry count the
+	// thread's tokens (version 3 of "tulip-state-by-ref").
+	countsThread bool
+	save         bool // the run saves its thread state through a custom Checkpointer
+	status       string
+	turn         int
+	runTurns     int // turns in this workflow run
+	answer       string
+	failure      string
+	limit        int  // the payload limit, once read (see checkSize)
+	ready        bool // the thread's state (or the carried state) is loaded
 
 	namespace, scope, runID string
 }
@@ -335,9 +339,11 @@ func (r *run) setUp(ctx wf.Context) error {
 	// Version 2 of the same gate (no marker of its own, so a new run's
 	// history is no longer): the stream reads its signals when it is read,
 	// with no coroutine of its own (streams.Options.ReadOnDemand).
+	// Version 3: the thread's state, the run's result and its carry count
+	// the thread's tokens (their sizes, which decisions read, change).
 	if r.carriesThread {
-		v := wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 2)
-		r.stateByRef, r.streamOnDemand = v >= 1, v >= 2
+		v := wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 3)
+		r.stateByRef, r.streamOnDemand, r.countsThread = v >= 1, v >= 2, v >= 3
 	}
 	if err := r.openStream(ctx); err != nil {
 		return err
@@ -528,6 +534,9 @@ func (r *run) viewAs(encode bool) (RunResult, []byte) {
 	if r.usage != nil {
 		u := *r.usage
 		res.Usage = &u
+	}
+	if r.in.ThreadID != "" && r.countsThread {
+		res.ThreadUsage = r.threadBase.Plus(r.usage)
 	}
 	res.ClientTools = r.clientNames()
 	var lines []byte

@@ -97,6 +97,15 @@ export interface Checkpoint {
    */
   run?: string;
   /**
+   * The thread's token counts through this state: every model response of every run and agent on it. Absent when none reported any, and in states written before it (counted from then on).
+   */
+  usage?: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    cached_tokens?: number;
+    [k: string]: unknown;
+  };
+  /**
    * Per agent, where the count in its next downstream key of a tool that is not idempotent starts: past every count its runs on the thread used, executions no record holds included (held calls a resume performed, calls executing when a run stopped). Absent for an agent whose log's length is past them already (and in states written before it): the count then starts at the log's length.
    */
   minted?: {
@@ -567,6 +576,15 @@ export interface RunResult {
    * The names of the run's client tools (run-input.json, client_tools).
    */
   client_tools?: string[];
+  /**
+   * For a run on a thread: the thread's token counts through this run, every run and agent on it (states written before threads counted them count from then on).
+   */
+  thread_usage?: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    cached_tokens?: number;
+    [k: string]: unknown;
+  };
   /**
    * The run's save to the worker's thread store failed after its retries: the run completed with its answer, and history alone holds its state (the thread's next run reads it there, and saves). Absent when the save succeeded or the worker has no store.
    */
