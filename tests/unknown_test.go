@@ -126,9 +126,9 @@ type unknownCase struct {
 	twin                   bool // idempotent, and called twice in one response
 	// resume answers the interrupt of a tool that holds (id: the
 	// interrupt's).
-	resume func(id string) agent.ResumeInput
-	charges                int
-	resolution             string
+	resume     func(id string) agent.ResumeInput
+	charges    int
+	resolution string
 }
 
 var unknownCases = []unknownCase{

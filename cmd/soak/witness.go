@@ -83,7 +83,7 @@ func Recoveries(open func() (io.ReadCloser, error), kills []Kill) (Recovery, err
 		tool    string
 	}
 	byRun := map[string][]*inflight{} // workflow/run -> its tool attempts in flight
-	open1 := map[string]*inflight{} // activity|attempt -> in flight
+	open1 := map[string]*inflight{}   // activity|attempt -> in flight
 	effectKills := 0
 	err := scanAttempts(open, func(a Attempt) {
 		if a.Phase == PhaseEffectKill {
