@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // detailsRows bounds the calls the run's current details list: the latest.
@@ -61,6 +63,15 @@ func (r *run) details() string {
 	sb.WriteString(" served from the log** (no event, body not run); near misses: ")
 	sb.WriteString(strconv.Itoa(near))
 	sb.WriteString(".\n\n")
+	if u := r.usage; u != nil {
+		sb.WriteString("Tokens, this run: ")
+		writeUsage(&sb, u)
+		if r.in.ThreadID != "" && r.countsThread {
+			sb.WriteString("; the thread: ")
+			writeUsage(&sb, r.threadBase.Plus(u))
+		}
+		sb.WriteString(".\n\n")
+	}
 	if len(r.trace) == 0 {
 		return sb.String()
 	}
@@ -77,6 +88,9 @@ func (r *run) details() string {
 		case l.Outcome == OutcomeCached && l.ServedFrom != nil:
 			outcome = "**served**"
 			why = "from record " + strconv.Itoa(*l.ServedFrom) + " (" + string(l.Relation) + ")"
+		case l.Unknown != nil:
+			outcome = "ran · **outcome unknown: " + l.Unknown.Resolution + "**"
+			why = l.Unknown.Cause
 		case l.NearMiss != nil:
 			outcome = "ran · **near miss**"
 			why = l.NearMiss.String()
@@ -96,6 +110,16 @@ func (r *run) details() string {
 		sb.WriteString(" |\n")
 	}
 	return sb.String()
+}
+
+// writeUsage writes u's counts: "1900 prompt (190 cached), 19 completion".
+func writeUsage(sb *strings.Builder, u *activities.Usage) {
+	sb.WriteString(strconv.Itoa(u.PromptTokens))
+	sb.WriteString(" prompt (")
+	sb.WriteString(strconv.Itoa(u.CachedTokens))
+	sb.WriteString(" cached), ")
+	sb.WriteString(strconv.Itoa(u.CompletionTokens))
+	sb.WriteString(" completion")
 }
 
 // cell makes s safe for one markdown table cell, at most n bytes.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -22,9 +23,18 @@ func TestDetailsText(t *testing.T) {
 	for range 2000 {
 		r := &run{in: RunInput{Agent: text(), ThreadID: text()}}
 		r.turn, r.status = rng.IntN(50), StatusRunning
+		if rng.IntN(2) == 0 {
+			r.usage = &activities.Usage{PromptTokens: rng.IntN(9000), CompletionTokens: rng.IntN(900), CachedTokens: rng.IntN(90)}
+			r.countsThread = rng.IntN(2) == 0
+			if rng.IntN(2) == 0 {
+				r.threadBase = &activities.Usage{PromptTokens: rng.IntN(9000)}
+			}
+		}
 		for range rng.IntN(30) {
 			l := TraceLine{Turn: rng.IntN(9), CallID: text(), Tool: text(), Outcome: outcomes[rng.IntN(len(outcomes))]}
-			switch rng.IntN(4) {
+			switch rng.IntN(5) {
+			case 3:
+				l.Unknown = &dedup.Unknown{Cause: text(), Checks: 1, Resolution: ResolvedApplied}
 			case 0:
 				n := rng.IntN(9)
 				l.ServedFrom, l.Relation = &n, dedup.Relation(text())
@@ -62,6 +72,14 @@ func detailsReference(r *run) string {
 	fmt.Fprintf(&sb, " · turn %d · %s\n\n", r.turn, r.status)
 	fmt.Fprintf(&sb, "%d calls in this run: %d ran, **%d served from the log** (no event, body not run); near misses: %d.\n\n",
 		len(r.trace), executed, served, near)
+	if u := r.usage; u != nil {
+		fmt.Fprintf(&sb, "Tokens, this run: %d prompt (%d cached), %d completion", u.PromptTokens, u.CachedTokens, u.CompletionTokens)
+		if r.in.ThreadID != "" && r.countsThread {
+			th := r.threadBase.Plus(u)
+			fmt.Fprintf(&sb, "; the thread: %d prompt (%d cached), %d completion", th.PromptTokens, th.CachedTokens, th.CompletionTokens)
+		}
+		sb.WriteString(".\n\n")
+	}
 	if len(r.trace) == 0 {
 		return sb.String()
 	}
@@ -77,6 +95,9 @@ func detailsReference(r *run) string {
 		case l.Outcome == OutcomeCached && l.ServedFrom != nil:
 			outcome = "**served**"
 			why = fmt.Sprintf("from record %d (%s)", *l.ServedFrom, l.Relation)
+		case l.Unknown != nil:
+			outcome = "ran · **outcome unknown: " + l.Unknown.Resolution + "**"
+			why = l.Unknown.Cause
 		case l.NearMiss != nil:
 			outcome = "ran · **near miss**"
 			why = l.NearMiss.String()
