@@ -86,7 +86,7 @@ type ThreadRef struct {
 // ThreadState is a thread's state between runs: its conversation and each
 // agent's execution log. A store keeps it as its JSON (json.Marshal, and
 // json.Unmarshal into a new ThreadState on Load) and reads nothing else of
-// it. Run, Messages and Usage are there to read: changing them changes nothing
+// it. Run, Messages, Usage and UsageByModel are there to read: changing them changes nothing
 // the state holds. A ThreadState comes from a store, a run or JSON; one
 // built by hand holds no state, and DirStore and s3store refuse to save it.
 type ThreadState struct {
@@ -99,7 +99,10 @@ type ThreadState struct {
 	// response of every run and agent on it (nil when none reported any;
 	// threads count them from the first run that did).
 	Usage *Usage
-	cp    *activities.Checkpoint
+	// UsageByModel is Usage per model: the name the runs asked their
+	// worker for (agent.Options.Model).
+	UsageByModel map[string]*Usage
+	cp           *activities.Checkpoint
 }
 
 // MarshalJSON is the state as a store keeps it.
@@ -130,7 +133,14 @@ func publicState(cp *activities.Checkpoint) *ThreadState {
 	if cp == nil {
 		return nil
 	}
-	return &ThreadState{Run: cp.Run, Messages: publicMessages(cp.Messages), Usage: (*Usage)(cp.Usage.Plus(nil)), cp: cp}
+	st := &ThreadState{Run: cp.Run, Messages: publicMessages(cp.Messages), Usage: (*Usage)(cp.Usage.Plus(nil)), cp: cp}
+	for name, u := range cp.UsageByModel {
+		if st.UsageByModel == nil {
+			st.UsageByModel = map[string]*Usage{}
+		}
+		st.UsageByModel[name] = (*Usage)(u.Plus(nil))
+	}
+	return st
 }
 
 // StoreEntryError is a thread store entry that cannot be read (corrupt,

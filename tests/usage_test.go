@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func TestThreadUsage(t *testing.T) {
 		}) (string, error) {
 			return "found", nil
 		})
-	opts := tulip.Options{Tools: []tulip.Toolset{tool}, Models: map[string]tulip.Model{"m": tulip.ModelFunc(m.respond)}}
+	opts := tulip.Options{Tools: []tulip.Toolset{tool}, Models: map[string]tulip.Model{"m": tulip.ModelFunc(m.respond), "m2": tulip.ModelFunc(m.respond)}}
 	tq := taskQueue("usage")
 	w := startPublicWorker(t, c, tq, opts)
 	thread := threadID(t)
@@ -101,8 +102,8 @@ func TestThreadUsage(t *testing.T) {
 			}
 		}
 	}
-	play := func(msg string, continueAfter int) *agent.Result {
-		run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "m", ThreadID: thread, Message: msg, ContinueAfterTurns: continueAfter})
+	play := func(model, msg string, continueAfter int) *agent.Result {
+		run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: model, ThreadID: thread, Message: msg, ContinueAfterTurns: continueAfter})
 		if err != nil {
 			return &agent.Result{Error: err.Error()}
 		}
@@ -113,7 +114,7 @@ func TestThreadUsage(t *testing.T) {
 		return res
 	}
 
-	first := play("2", 0)
+	first := play("m", "2", 0)
 	require.Equal(t, agent.Completed, first.Status, "%+v", first)
 	record()
 	require.NotNil(t, first.Usage)
@@ -122,7 +123,7 @@ func TestThreadUsage(t *testing.T) {
 	assert.Equal(t, usageOf(2), *first.ThreadUsage)
 
 	// Continuing as new after every turn: four runs in the chain.
-	second := play("4", 1)
+	second := play("m2", "4", 1)
 	require.Equal(t, agent.Completed, second.Status, "%+v", second)
 	record()
 	assert.Greater(t, second.ContinuedAsNew, 0)
@@ -135,7 +136,7 @@ func TestThreadUsage(t *testing.T) {
 	m.stall = true
 	m.mu.Unlock()
 	done := make(chan *agent.Result, 1)
-	go func() { done <- play("3", 0) }()
+	go func() { done <- play("m2", "3", 0) }()
 	<-m.stalled
 	w.Stop()
 	startPublicWorker(t, c, tq, opts)
@@ -155,9 +156,20 @@ func TestThreadUsage(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, st.Usage)
 	assert.Equal(t, total, *st.Usage, "the thread's state counts them too")
+	m1, m2 := usageOf(2), plus(usageOf(4), usageOf(3))
+	assert.Equal(t, map[string]*tulip.Usage{"m": &m1, "m2": &m2}, st.UsageByModel, "and per model")
 
-	stdout, stderr, code := runCLI(t, "inspect", thread, "--address", server.Address())
+	prices := filepath.Join(t.TempDir(), "prices.json")
+	require.NoError(t, os.WriteFile(prices, []byte(`{"m": {"prompt": 1000, "cached": 100, "completion": 5000}}`), 0o644))
+	stdout, stderr, code := runCLI(t, "inspect", thread, "--address", server.Address(), "--prices", prices)
 	require.Equal(t, 0, code, stderr)
+	t.Log(stdout)
+	// m: (300-30)*1000 + 30*100 + 3*5000 per million tokens = $0.2880.
+	assert.Contains(t, stdout, "  model m: 300 prompt (30 cached), 3 completion, $0.2880")
+	assert.Contains(t, stdout, "cost: $0.2880 (no price for m2)")
+	_, stderr, code = runCLI(t, "inspect", thread, "--address", server.Address(), "--prices", thread)
+	assert.Equal(t, 2, code, "a prices file that cannot be read is a usage error")
+	assert.Contains(t, stderr, "--prices")
 	assert.Contains(t, stdout, fmt.Sprintf("thread tokens (every run and agent): %d prompt (%d cached), %d completion",
 		total.PromptTokens, total.CachedTokens, total.CompletionTokens))
 	assert.Contains(t, stdout, "served from the log: 5 of 6 calls")

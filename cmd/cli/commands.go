@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -191,11 +193,19 @@ func (e *env) inspect(args []string) error {
 	c := e.connFlags(fs)
 	agentName := fs.String("agent", agentrun.DefaultAgent, "the agent whose log to show")
 	asJSON := fs.Bool("json", false, "print the records as JSON")
+	pricesFile := fs.String("prices", "", "a JSON file of prices in USD per million tokens, by model name: {\"gpt\": {\"prompt\": 2.5, \"cached\": 1.25, \"completion\": 10}}: the thread's cost beside its tokens")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageError{"usage: tulip inspect THREAD [--agent A] [--json]"}
+		return usageError{"usage: tulip inspect THREAD [--agent A] [--json] [--prices FILE]"}
+	}
+	var prices map[string]price
+	if *pricesFile != "" {
+		var err error
+		if prices, err = loadPrices(*pricesFile); err != nil {
+			return usageError{"--prices " + err.Error()}
+		}
 	}
 	s, err := e.connect(c, false, "")
 	if err != nil {
@@ -242,8 +252,75 @@ func (e *env) inspect(args []string) error {
 	fmt.Fprintf(e.stdout, "served from the log: %d of %d calls (bodies not run again)\n", served, len(recs))
 	if u := st.Usage; u != nil {
 		fmt.Fprintf(e.stdout, "thread tokens (every run and agent): %d prompt (%d cached), %d completion\n", u.PromptTokens, u.CachedTokens, u.CompletionTokens)
+		printCost(e.stdout, st.UsageByModel, prices)
 	}
 	return nil
+}
+
+// price is a model's price in USD per million tokens: prompt tokens not
+// read from the cache, cached ones, and completion tokens.
+type price struct {
+	Prompt     float64 `json:"prompt"`
+	Cached     float64 `json:"cached"`
+	Completion float64 `json:"completion"`
+}
+
+// loadPrices reads a prices file (at most 1 MiB): model name -> price.
+func loadPrices(path string) (map[string]price, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 1<<20 {
+		return nil, fmt.Errorf("%s: over 1 MiB", path)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var prices map[string]price
+	if err := dec.Decode(&prices); err != nil {
+		return nil, fmt.Errorf("%s: not {\"MODEL\": {\"prompt\": N, \"cached\": N, \"completion\": N}}: %v", path, err)
+	}
+	for name, p := range prices {
+		if p.Prompt < 0 || p.Cached < 0 || p.Completion < 0 {
+			return nil, fmt.Errorf("%s: model %q has a negative price", path, name)
+		}
+	}
+	return prices, nil
+}
+
+// printCost prints the thread's tokens per model, and with prices each
+// model's cost and the total: prompt tokens not cached at the prompt
+// price, cached ones at the cached price, completion at its own.
+func printCost(w io.Writer, byModel map[string]*activities.Usage, prices map[string]price) {
+	var total float64
+	var unpriced []string
+	for _, name := range slices.Sorted(maps.Keys(byModel)) {
+		u := byModel[name]
+		line := fmt.Sprintf("  model %s: %d prompt (%d cached), %d completion", name, u.PromptTokens, u.CachedTokens, u.CompletionTokens)
+		if prices != nil {
+			if p, ok := prices[name]; ok {
+				cost := (float64(u.PromptTokens-u.CachedTokens)*p.Prompt + float64(u.CachedTokens)*p.Cached + float64(u.CompletionTokens)*p.Completion) / 1e6
+				total += cost
+				line += fmt.Sprintf(", $%.4f", cost)
+			} else {
+				unpriced = append(unpriced, name)
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+	if prices == nil {
+		return
+	}
+	fmt.Fprintf(w, "cost: $%.4f", total)
+	if len(unpriced) > 0 {
+		fmt.Fprintf(w, " (no price for %s)", strings.Join(unpriced, ", "))
+	}
+	fmt.Fprintln(w)
 }
 
 // threadRecords is the log agent left in st (none: empty).

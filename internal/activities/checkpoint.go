@@ -57,6 +57,9 @@ type Checkpoint struct {
 	// response of every run and agent on it. Absent when none reported
 	// any (and in states written before it: counted from then on).
 	Usage *Usage `json:"usage,omitempty"`
+	// UsageByModel is Usage per model: the name the runs asked their
+	// worker for (RunInput.Model).
+	UsageByModel map[string]*Usage `json:"usage_by_model,omitempty"`
 }
 
 // ConversationRef is a conversation by reference: its length, its digest
@@ -684,7 +687,8 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 			}
 		}
 	}
-	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted), Usage: cp.Usage.Plus(nil)}
+	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted), Usage: cp.Usage.Plus(nil),
+		UsageByModel: CloneUsage(cp.UsageByModel)}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
 		head, err := fetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)

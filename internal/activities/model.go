@@ -122,6 +122,18 @@ func (s *Usage) Plus(u *Usage) *Usage {
 	return out.Add(s).Add(u)
 }
 
+// CloneUsage is a copy of m whose counts m does not share (nil for none).
+func CloneUsage(m map[string]*Usage) map[string]*Usage {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]*Usage, len(m))
+	for k, u := range m {
+		out[k] = u.Plus(nil)
+	}
+	return out
+}
+
 // ModelParams are a run's sampling parameters: each, when set, is sent to
 // the model in place of the model's own setting.
 type ModelParams struct {

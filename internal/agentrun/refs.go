@@ -81,7 +81,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	// the messages are r.messages: the encoded snapshot and a second
 	// array of messages would only hold memory for the run's life.
 	r.loaded = &activities.Checkpoint{Minted: cp.Minted}
-	r.threadBase = cp.Usage
+	r.threadBase, r.threadByModel = cp.Usage, cp.UsageByModel
 	if cp.Agents != nil {
 		r.loaded.Agents = make(map[string]json.RawMessage, len(cp.Agents))
 		for name, snap := range cp.Agents {
@@ -166,7 +166,7 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 	cp.Agents[r.in.Agent] = snap
 	cp.Minted = r.minted(n)
 	if r.countsThread {
-		cp.Usage = r.threadBase.Plus(r.usage)
+		cp.Usage, cp.UsageByModel = r.threadUsage()
 	}
 
 	closing := closeConversation(r.messages)[len(r.messages):]
@@ -288,7 +288,7 @@ func (r *run) restoreRef(c *Carry) error {
 	r.turn, r.phase, r.phaseTurn, r.resumed = c.Turn, c.Phase, c.PhaseTurn, c.Resumed
 	r.interrupts, r.executions, r.baseLen, r.continued = c.Interrupts, c.Executions, c.BaseLen, c.Continued
 	r.save = c.Save // a decision in the chain's history, as its first run took it
-	r.usage, r.threadBase = c.Usage, c.ThreadUsage
+	r.usage, r.threadBase, r.threadByModel = c.Usage, c.ThreadUsage, c.ThreadUsageByModel
 	r.addToolsets(c.Toolsets)
 	r.trace, r.traceParts, r.summarized = c.Trace, c.TraceParts, c.Summary
 	internLines(r.trace)
@@ -345,7 +345,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 		BaseLen: r.baseLen, Responses: r.log.Response(), Sent: r.sentCursor(), Digest: r.convDigest(), Continued: r.continued + 1,
 		State: st, Trace: lines, TraceParts: parts, Summary: summary, Toolsets: r.toolsets, Save: r.save, Usage: r.usage}
 	if r.countsThread {
-		c.ThreadUsage = r.threadBase
+		c.ThreadUsage, c.ThreadUsageByModel = r.threadBase, r.threadByModel
 	}
 	if r.stream != nil {
 		if c.Stream, err = r.stream.State(); err != nil {
@@ -512,4 +512,18 @@ func (r *run) shareLines() {
 			l.Result = rec.Result
 		}
 	}
+}
+
+// threadUsage is the thread's token counts through now, in all and per
+// model (this chain's under its model's name).
+func (r *run) threadUsage() (*activities.Usage, map[string]*activities.Usage) {
+	total := r.threadBase.Plus(r.usage)
+	byModel := activities.CloneUsage(r.threadByModel)
+	if r.usage != nil {
+		if byModel == nil {
+			byModel = map[string]*activities.Usage{}
+		}
+		byModel[r.in.Model] = byModel[r.in.Model].Plus(r.usage)
+	}
+	return total, byModel
 }

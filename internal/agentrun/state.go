@@ -88,7 +88,7 @@ func (r *run) loadThread(ctx wf.Context) error {
 // carry it, the conversation (runs before state went by reference).
 func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
 	r.loaded = cp
-	r.threadBase = cp.Usage
+	r.threadBase, r.threadByModel = cp.Usage, cp.UsageByModel
 	if snap, ok := cp.Agents[r.in.Agent]; ok && r.dedup {
 		l, err := dedup.Restore(snap)
 		if err != nil {
@@ -129,7 +129,7 @@ func (r *run) checkpoint(settledOnly bool) (*activities.Checkpoint, error) {
 		cp.Messages = closeConversation(r.messages)
 	}
 	if r.countsThread {
-		cp.Usage = r.threadBase.Plus(r.usage)
+		cp.Usage, cp.UsageByModel = r.threadUsage()
 	}
 	return cp, nil
 }

@@ -182,6 +182,8 @@ type Carry struct {
 	// ThreadUsage is the thread's token counts before the chain (its
 	// loaded state's): State.Usage counts the chain's too.
 	ThreadUsage *activities.Usage `json:"thread_usage,omitempty"`
+	// ThreadUsageByModel is ThreadUsage per model.
+	ThreadUsageByModel map[string]*activities.Usage `json:"thread_usage_by_model,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a

@@ -177,6 +177,8 @@ type run struct {
 	clientHeld  []clientHold
 	usage       *activities.Usage // the model responses' token counts, summed
 	threadBase  *activities.Usage // the thread's counts before this chain (its loaded state's)
+	// threadByModel is threadBase per model.
+	threadByModel map[string]*activities.Usage
 	// countsThread: the state, the result and the carry count the
 	// thread's tokens (version 3 of "tulip-state-by-ref").
 	countsThread bool

@@ -106,6 +106,17 @@ export interface Checkpoint {
     [k: string]: unknown;
   };
   /**
+   * usage per model: the name the runs asked their worker for (the run input's model).
+   */
+  usage_by_model?: {
+    [k: string]: {
+      prompt_tokens: number;
+      completion_tokens: number;
+      cached_tokens?: number;
+      [k: string]: unknown;
+    };
+  };
+  /**
    * Per agent, where the count in its next downstream key of a tool that is not idempotent starts: past every count its runs on the thread used, executions no record holds included (held calls a resume performed, calls executing when a run stopped). Absent for an agent whose log's length is past them already (and in states written before it): the count then starts at the log's length.
    */
   minted?: {
