@@ -129,6 +129,8 @@ type unknownCase struct {
 	resume     func(id string) agent.ResumeInput
 	charges    int
 	resolution string
+	// attempts is the tool's MaximumAttempts (zero: 3).
+	attempts int32
 }
 
 var unknownCases = []unknownCase{
@@ -159,6 +161,11 @@ var unknownCases = []unknownCase{
 	{name: "before-hold-approve", onUnknown: "hold", fault: "before", charges: 1, resolution: "retried", resume: agent.Approve},
 	{name: "ambiguous-hold-decline", onUnknown: "hold", fault: "ambiguous", charges: 1, resolution: "unresolved",
 		resume: func(id string) agent.ResumeInput { return agent.Decline(id, "finance will reconcile it by hand") }},
+	// One execution allowed: the hold offers no re-run, and refuses one.
+	{name: "ambiguous-hold-used", onUnknown: "hold", fault: "ambiguous", charges: 1, resolution: "answered", attempts: 1,
+		resume: func(id string) agent.ResumeInput {
+			return agent.ClientResults(id, agent.ToolResult{CallID: "c1", Output: `{"charge_id":"ch-1"}`})
+		}},
 }
 
 // unknownHistories holds a recorded run of each case whose tool checks
@@ -173,8 +180,12 @@ func (tc unknownCase) options(t *testing.T, bk *bank, keys *[]string) tulip.Opti
 	var mu sync.Mutex
 	attempts := map[string]int{} // key -> attempts of the body
 	spec := tulip.ToolSpec{Name: "charge", OnUnknown: tc.onUnknown, Idempotent: tc.twin}
+	maxAttempts := tc.attempts
+	if maxAttempts == 0 {
+		maxAttempts = 3
+	}
 	opts := tulip.ToolOptions{StartToCloseTimeout: 2 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: 3}}
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: maxAttempts}}
 	if tc.onUnknown == "check" {
 		opts.Check = func(ctx context.Context, in tulip.ToolInput) (json.RawMessage, bool, error) {
 			if tc.checkFails {
@@ -258,10 +269,15 @@ func TestUnknownOutcomeIsChecked(t *testing.T) {
 				assert.Equal(t, 1, bk.count(tc.order())+btoi(tc.fault == "before"), "nothing ran again while the run waits")
 				// Refused, in one line: both a run and an answer; an
 				// answer for another call.
-				for _, bad := range []agent.ResumeInput{
+				bads := []agent.ResumeInput{
 					{InterruptID: it.ID, PerformDangling: true, Results: []agent.ToolResult{{CallID: "c1", Output: "{}"}}},
 					agent.ClientResults(it.ID, agent.ToolResult{CallID: "c9", Output: "{}"}),
-				} {
+				}
+				if tc.attempts == 1 {
+					assert.Contains(t, it.Reason, "may not run again")
+					bads = append(bads, agent.Approve(it.ID))
+				}
+				for _, bad := range bads {
 					_, err = run.Resume(ctxT(t), bad)
 					require.True(t, tulip.Is(err, tulip.BadInput), "%v", err)
 				}

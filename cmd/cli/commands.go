@@ -258,11 +258,12 @@ func (e *env) inspect(args []string) error {
 }
 
 // price is a model's price in USD per million tokens: prompt tokens not
-// read from the cache, cached ones, and completion tokens.
+// read from the cache, cached ones (absent: at the prompt price), and
+// completion tokens.
 type price struct {
-	Prompt     float64 `json:"prompt"`
-	Cached     float64 `json:"cached"`
-	Completion float64 `json:"completion"`
+	Prompt     float64  `json:"prompt"`
+	Cached     *float64 `json:"cached"`
+	Completion float64  `json:"completion"`
 }
 
 // loadPrices reads a prices file (at most 1 MiB): model name -> price.
@@ -286,7 +287,12 @@ func loadPrices(path string) (map[string]price, error) {
 		return nil, fmt.Errorf("%s: not {\"MODEL\": {\"prompt\": N, \"cached\": N, \"completion\": N}}: %v", path, err)
 	}
 	for name, p := range prices {
-		if p.Prompt < 0 || p.Cached < 0 || p.Completion < 0 {
+		if p.Cached == nil {
+			c := p.Prompt
+			p.Cached = &c
+			prices[name] = p
+		}
+		if p.Prompt < 0 || *p.Cached < 0 || p.Completion < 0 {
 			return nil, fmt.Errorf("%s: model %q has a negative price", path, name)
 		}
 	}
@@ -304,7 +310,7 @@ func printCost(w io.Writer, byModel map[string]*activities.Usage, prices map[str
 		line := fmt.Sprintf("  model %s: %d prompt (%d cached), %d completion", name, u.PromptTokens, u.CachedTokens, u.CompletionTokens)
 		if prices != nil {
 			if p, ok := prices[name]; ok {
-				cost := (float64(u.PromptTokens-u.CachedTokens)*p.Prompt + float64(u.CachedTokens)*p.Cached + float64(u.CompletionTokens)*p.Completion) / 1e6
+				cost := (float64(u.PromptTokens-u.CachedTokens)*p.Prompt + float64(u.CachedTokens)*(*p.Cached) + float64(u.CompletionTokens)*p.Completion) / 1e6
 				total += cost
 				line += fmt.Sprintf(", $%.4f", cost)
 			} else {

@@ -60,14 +60,22 @@ func (p *pool) spawn() error {
 	if err != nil {
 		return err
 	}
-	go func() {
-		_ = cmd.Wait()
-		p.exited(cmd)
-	}()
 	p.mu.Lock()
+	if p.stopping {
+		// stop ran while this one started (a replacement, exited):
+		// it is not wanted.
+		p.mu.Unlock()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return nil
+	}
 	p.procs = append(p.procs, cmd)
 	p.spawned++
 	p.mu.Unlock()
+	go func() { // in procs first: a worker that dies at once is replaced
+		_ = cmd.Wait()
+		p.exited(cmd)
+	}()
 	return nil
 }
 
@@ -116,9 +124,11 @@ func (p *pool) kill(rng *rand.Rand) (Kill, error) {
 	p.procs = append(p.procs[:k], p.procs[k+1:]...)
 	p.mu.Unlock()
 	at := time.Now()
-	if err := syscall.Kill(-victim.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(-victim.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return Kill{}, err
 	}
+	// Gone already (it killed itself after an effect and exited found it
+	// out of procs): the caller replaces it all the same.
 	return Kill{Pid: victim.Process.Pid, At: at}, nil
 }
 

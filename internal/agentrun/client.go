@@ -221,6 +221,8 @@ func (r *run) checkResults(in ResumeInput) error {
 		// result), or neither (it stays unknown).
 		held := it.Held[0].ID
 		switch {
+		case in.PerformDangling && !r.holdRerun:
+			return badInput(fmt.Sprintf("interrupt %q holds call %s, whose executions are used (RetryPolicy.MaximumAttempts): resume it with a result (what happened) or decline it", it.ID, held))
 		case len(in.Results) == 0:
 		case in.PerformDangling:
 			return badInput(fmt.Sprintf("interrupt %q holds call %s, whose outcome is unknown: resume it with perform_dangling (run it again) or a result (what happened), not both", it.ID, held))

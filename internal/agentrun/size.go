@@ -103,6 +103,9 @@ func lineMin(l *TraceLine) int {
 		if u.Retries != 0 {
 			n += len(`,"retries":0`)
 		}
+		if u.Holds != 0 {
+			n += len(`,"holds":0`)
+		}
 	}
 	return n
 }
@@ -231,7 +234,7 @@ func rawMax(b json.RawMessage) int {
 const (
 	numMax      = 20 // -9223372036854775808
 	lineMembers = len(`{"turn":,"call_id":,"tool":,"arguments":,"outcome":,"result":,"error":,"served_from":,"relation":,"key":,"result_in":,"near_miss":}`)
-	uMembers    = len(`,"unknown":{"cause":,"checks":,"retries":,"resolution":}`)
+	uMembers    = len(`,"unknown":{"cause":,"checks":,"retries":,"holds":,"resolution":}`)
 	nmMembers   = len(`{"record":,"call_id":,"reason":,"differences":[],"distance":}`)
 	diffMembers = len(`{"path":,"was":,"now":},`)
 )
@@ -249,7 +252,7 @@ func lineMax(l *TraceLine) int {
 		}
 	}
 	if u := l.Unknown; u != nil {
-		n += uMembers + 2*numMax + strMax(u.Cause) + strMax(u.Resolution)
+		n += uMembers + 3*numMax + strMax(u.Cause) + strMax(u.Resolution)
 	}
 	return n
 }

@@ -80,7 +80,7 @@ func (r *run) resolveUnknown(st *step, tool *activities.Tool, in activities.Tool
 			for {
 				if holds {
 					u.Holds++
-					resume, err := r.holdUnknown(ctx, st, cause)
+					resume, err := r.holdUnknown(ctx, st, cause, heartbeat, opts.StartToCloseTimeout, 1+u.Retries < rounds)
 					switch {
 					case err != nil:
 						u.Resolution = Unresolved
@@ -105,8 +105,10 @@ func (r *run) resolveUnknown(st *step, tool *activities.Tool, in activities.Tool
 						return
 					}
 					if 1+u.Retries >= rounds {
+						// Refused when the hold was raised; a resume
+						// recorded before says so here.
 						u.Resolution = Unresolved
-						set.SetError(outcomeUnknown(fmt.Sprintf("tool %s may have run (%s), and its %d executions were each lost",
+						set.SetError(outcomeUnknown(fmt.Sprintf("tool %s may have run (%s); not run again: its %d executions (RetryPolicy.MaximumAttempts) were used",
 							in.Tool, u.Cause, rounds)))
 						return
 					}
@@ -166,15 +168,22 @@ func (r *run) resolveUnknown(st *step, tool *activities.Tool, in activities.Tool
 // a held line meanwhile. One interrupt is open at a time: it waits for
 // any other to be answered first. A resume counts as any resume does:
 // the calls after it run without matching.
-func (r *run) holdUnknown(ctx wf.Context, st *step, cause string) (*ResumeInput, error) {
+func (r *run) holdUnknown(ctx wf.Context, st *step, cause string, heartbeat bool, startToClose time.Duration, again bool) (*ResumeInput, error) {
 	if err := r.awaitNoInterrupt(ctx); err != nil {
 		return nil, err
 	}
 	l := &st.line
+	reason := fmt.Sprintf("%s may have run (%s): resume with perform_dangling to run it again with the same key, or with a result saying what happened", l.Tool, cause)
+	switch {
+	case !again:
+		reason = fmt.Sprintf("%s may have run (%s): resume with a result saying what happened, or decline (it may not run again: its executions are used)", l.Tool, cause)
+	case heartbeat:
+		reason += fmt.Sprintf(" (the lost attempt may still run on a worker cut off from the server, up to %s after it started)", startToClose)
+	}
 	r.interrupts++
-	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: l.Turn, Hook: UnknownHook,
-		Reason: fmt.Sprintf("%s may have run (%s): resume with perform_dangling to run it again with the same key, or with a result saying what happened", l.Tool, cause),
-		Held:   []activities.ToolCall{{ID: l.CallID, Name: l.Tool, Arguments: string(l.Arguments)}}}
+	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: l.Turn, Hook: UnknownHook, Reason: reason,
+		Held: []activities.ToolCall{{ID: l.CallID, Name: l.Tool, Arguments: string(l.Arguments)}}}
+	r.holdRerun = again
 	r.appendLine(ctx, TraceLine{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Arguments: l.Arguments, Outcome: OutcomeHeld, Key: l.Key}, -1)
 	resume, err := r.waitResume(ctx, UnknownHook)
 	if err != nil {

@@ -179,6 +179,9 @@ type run struct {
 	threadBase  *activities.Usage // the thread's counts before this chain (its loaded state's)
 	// threadByModel is threadBase per model.
 	threadByModel map[string]*activities.Usage
+	// holdRerun: the open tulip.unknown interrupt may run its call again
+	// (executions are left).
+	holdRerun bool
 	// countsThread: the state, the result and the carry count the
 	// thread's tokens (version 3 of "tulip-state-by-ref").
 	countsThread bool
