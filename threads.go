@@ -86,9 +86,10 @@ type ThreadRef struct {
 // ThreadState is a thread's state between runs: its conversation and each
 // agent's execution log. A store keeps it as its JSON (json.Marshal, and
 // json.Unmarshal into a new ThreadState on Load) and reads nothing else of
-// it. Run, Messages, Usage and UsageByModel are there to read: changing them changes nothing
-// the state holds. A ThreadState comes from a store, a run or JSON; one
-// built by hand holds no state, and DirStore and s3store refuse to save it.
+// it. Run, Messages, Usage and UsageByModel are there to read: changing
+// them changes nothing the state holds. A ThreadState comes from a store,
+// a run or JSON; one built by hand holds no state, and DirStore and
+// s3store refuse to save it.
 type ThreadState struct {
 	// Run is the workflow run whose state this is.
 	Run string

@@ -216,7 +216,7 @@ func (e *env) inspect(args []string) error {
 	if err != nil {
 		return err
 	}
-	recs, err := threadRecords(st, *agentName)
+	recs, err := runclient.LogOf(st, *agentName)
 	if err != nil {
 		return err
 	}
@@ -327,21 +327,6 @@ func printCost(w io.Writer, byModel map[string]*activities.Usage, prices map[str
 		fmt.Fprintf(w, " (no price for %s)", strings.Join(unpriced, ", "))
 	}
 	fmt.Fprintln(w)
-}
-
-// threadRecords is the log agent left in st (none: empty).
-func threadRecords(st *activities.Checkpoint, agent string) ([]dedup.Record, error) {
-	if agent == "" {
-		agent = agentrun.DefaultAgent
-	}
-	if st == nil || st.Agents[agent] == nil {
-		return []dedup.Record{}, nil
-	}
-	l, err := dedup.Restore(st.Agents[agent])
-	if err != nil {
-		return nil, err
-	}
-	return l.Records(), nil
 }
 
 func (e *env) history(args []string) error {

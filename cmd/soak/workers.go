@@ -283,7 +283,7 @@ func refundUnknown(tools []*activities.Tool, opts WorkerOptions) ([]*activities.
 			out = append(out, t)
 			continue
 		}
-		spec, fn, o := t.Spec(), t.Activity(), t.Options()
+		spec, o := t.Spec(), t.Options()
 		spec.OnUnknown = opts.OnUnknown
 		if opts.OnUnknown == activities.OnUnknownCheck {
 			o.StartToCloseTimeout = 5 * time.Second
@@ -296,14 +296,11 @@ func refundUnknown(tools []*activities.Tool, opts WorkerOptions) ([]*activities.
 				return b, true, err
 			}
 		}
-		nt, err := activities.NewTool(spec, func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
-			in, _ := activities.CallInfo(ctx)
-			res, err := fn(ctx, in)
-			if err == nil && opts.EffectKills > 0 && activity.GetInfo(ctx).Attempt == 1 && rand.Float64() < opts.EffectKills {
+		nt, err := redeclare(t, spec, o, func(ctx context.Context) {
+			if opts.EffectKills > 0 && activity.GetInfo(ctx).Attempt == 1 && rand.Float64() < opts.EffectKills {
 				effectKill(ctx, opts.Attempts)
 			}
-			return res.Result, err
-		}, o)
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -333,19 +330,29 @@ func effectKill(ctx context.Context, attempts string) {
 func nonIdempotent(tools []*activities.Tool) ([]*activities.Tool, error) {
 	out := make([]*activities.Tool, 0, len(tools))
 	for _, t := range tools {
-		spec, fn := t.Spec(), t.Activity()
+		spec := t.Spec()
 		spec.Idempotent = false
-		nt, err := activities.NewTool(spec, func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
-			in, _ := activities.CallInfo(ctx)
-			out, err := fn(ctx, in)
-			return out.Result, err
-		}, t.Options())
+		nt, err := redeclare(t, spec, t.Options(), nil)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, nt)
 	}
 	return out, nil
+}
+
+// redeclare declares t again with spec and opts, its body t's; after
+// (nil: nothing) runs once the body returned without an error.
+func redeclare(t *activities.Tool, spec activities.ToolSpec, opts activities.ToolOptions, after func(ctx context.Context)) (*activities.Tool, error) {
+	fn := t.Activity()
+	return activities.NewTool(spec, func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		in, _ := activities.CallInfo(ctx)
+		out, err := fn(ctx, in)
+		if err == nil && after != nil {
+			after(ctx)
+		}
+		return out.Result, err
+	}, opts)
 }
 
 // attemptRecorder appends each activity attempt's start and end to a file

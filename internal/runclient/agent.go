@@ -476,6 +476,12 @@ func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]
 	if err != nil {
 		return nil, err
 	}
+	return LogOf(cp, agent)
+}
+
+// LogOf is the execution log agent ("": the default one) left in a
+// thread's state (none: empty).
+func LogOf(cp *activities.Checkpoint, agent string) ([]dedup.Record, error) {
 	if agent == "" {
 		agent = agentrun.DefaultAgent
 	}
