@@ -88,6 +88,17 @@ type Options struct {
 	// served from the log. A name a worker tool has fails the run
 	// (tulip.BadInput).
 	ClientTools []tulip.ToolSpec
+	// ForkOf, when set, makes the run a fork of that thread
+	// (docs/forks.md) on ThreadID, a new thread: it starts from the
+	// conversation and log before ForkOf's model response ForkAt (zero
+	// value: 1, the first), with Message added when set. A call equal to
+	// one the origin made from there on is served from the origin's
+	// record (TraceLine.Relation "origin") and no body runs; a call the
+	// origin never made interrupts the run (Interrupt.Hook "tulip.fork"),
+	// unless ForkLive, which runs it.
+	ForkOf   string
+	ForkAt   int
+	ForkLive bool
 }
 
 // StreamOptions choose what a run streams live (docs/protocol.md, "Live
@@ -119,7 +130,19 @@ type Run struct {
 
 // Start starts an agent run and returns its handle at once.
 func Start(ctx context.Context, c client.Client, opts Options) (*Run, error) {
-	h, err := runclient.Start(ctx, c, opts.runOptions())
+	ro := opts.runOptions()
+	if opts.ForkOf != "" {
+		if opts.ThreadID == "" {
+			return nil, &runclient.OptionError{Field: "ThreadID"}
+		}
+		at := max(opts.ForkAt, 1)
+		f, err := runclient.Fork(ctx, c, opts.ForkOf, opts.Agent, at, opts.ForkLive)
+		if err != nil {
+			return nil, err
+		}
+		ro.Fork = f
+	}
+	h, err := runclient.Start(ctx, c, ro)
 	if err != nil {
 		return nil, publicError(err)
 	}

@@ -77,7 +77,8 @@ type TraceLine struct {
 	Error  *string         `json:"error"`
 	// ServedFrom is the log record (Record.Seq) a served call was served
 	// from, and Relation the rule it matched under: "earlier_turn" or
-	// "same_response".
+	// "same_response"; in a fork, "origin": served from the record
+	// (ServedFrom) of the thread it was forked from (docs/forks.md).
 	ServedFrom *int   `json:"served_from,omitempty"`
 	Relation   string `json:"relation,omitempty"`
 	// Key is the downstream idempotency key of an execution.

@@ -49,6 +49,13 @@ Usage:
   tulip replay FILE...                  replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
                                         answer an interrupted run
+  tulip fork THREAD --at N (--task-queue Q | --base-url URL) --model M [--live]
+                                        a new thread from THREAD before its response N; what THREAD
+                                        did is served from its log, new calls are held
+  tulip eval THREAD... | FILE... (--task-queue Q | --base-url URL) --model M [--max-diverged K]
+                                        fork each recorded thread from its first response and report
+                                        where the new model's calls differ (exit 1 past K)
+  tulip export THREAD... -o DIR         write threads in full as JSON files (eval reads them with no server)
   tulip mcp tools --mcp NAME=COMMAND ARGS... | --mcp-url NAME=URL [--mcp-trust NAME] [--approve-destructive] [--json]
                                         list MCP servers' tools and what tulip does with each
   tulip codec-server --codec-key-file FILE [--port N] [--allow-origin URL,...]
@@ -112,6 +119,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.replay(args[1:])
 	case "resume":
 		err = e.resume(args[1:])
+	case "fork":
+		err = e.fork(args[1:])
+	case "eval":
+		err = e.eval(args[1:])
+	case "export":
+		err = e.export(args[1:])
 	case "mcp":
 		err = e.mcpCmd(args[1:])
 	case "codec-server":
@@ -205,7 +218,7 @@ func (e *env) flags(name string) *flagSet {
 
 // helpArgs are the positional arguments each command takes, for --help.
 var helpArgs = map[string]string{
-	"inspect": " THREAD", "explain": " THREAD CALL_ID", "watch": " WORKFLOW_ID", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "chat": ` "message"`,
+	"inspect": " THREAD", "explain": " THREAD CALL_ID", "watch": " WORKFLOW_ID", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "fork": " THREAD", "eval": " THREAD... | FILE...", "export": " THREAD...", "chat": ` "message"`,
 }
 
 func parse(fs *flagSet, args []string) error {

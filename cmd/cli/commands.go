@@ -226,6 +226,9 @@ func (e *env) inspect(args []string) error {
 		return enc.Encode(recs)
 	}
 	fmt.Fprintf(e.stdout, "thread %s, agent %s: %d records\n", fs.Arg(0), *agentName, len(recs))
+	if f := st.Fork; f != nil {
+		fmt.Fprintf(e.stdout, "a fork of thread %s at response %d: \"served (origin)\" records were served from its log\n", f.Thread, f.At)
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tRESPONSE\tCALL\tTOOL\tARGUMENTS\tORIGIN\tRESULT / ERROR")
 	for _, r := range recs {
@@ -234,8 +237,11 @@ func (e *env) inspect(args []string) error {
 			detail = "error: " + r.Error.Message
 		}
 		origin := string(r.Origin)
-		if r.ServedFrom != nil {
+		switch {
+		case r.ServedFrom != nil:
 			origin = servedFrom(*r.ServedFrom, r.Relation)
+		case r.Relation == dedup.FromOrigin:
+			origin = "served (origin)"
 		}
 		origin += nearMissWords(r.NearMiss) + unknownWords(r.Unknown)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Response, r.CallID, r.Tool, clip(r.Arguments, 48), origin, clip(detail, 60))

@@ -23,6 +23,11 @@ type explanation struct {
 	// OtherAgents are records of the same tool with equal arguments in
 	// other agents' logs on the thread: agents never see each other's.
 	OtherAgents []otherRecord `json:"other_agents"`
+	// Fork, on a forked thread, is where it came from; OriginRecords, for
+	// a call served from the origin, are the origin's records equal to it
+	// from the fork's point on (the first unused one served it).
+	Fork          *activities.ForkOf `json:"fork,omitempty"`
+	OriginRecords []int              `json:"origin_records,omitempty"`
 }
 
 type otherRecord struct {
@@ -96,17 +101,28 @@ func (e *env) explain(args []string) error {
 			}
 		}
 	}
+	ex.Fork = cp.Fork
+	if rec.Relation == dedup.FromOrigin && cp.Fork != nil && rec.Args() != nil {
+		if ex.OriginRecords, err = originRecords(e, s, cp.Fork, *agentName, rec); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(ex)
 	}
 	w := e.stdout
+	if f := ex.Fork; f != nil {
+		fmt.Fprintf(w, "thread %s is a fork of thread %s at response %d\n", thread, f.Thread, f.At)
+	}
 	fmt.Fprintf(w, "call %s on thread %s, agent %s: record %d, %s %s\n", callID, thread, *agentName, rec.Seq, rec.Tool, clip(rec.Arguments, 80))
 	if len(on) > 1 {
 		fmt.Fprintf(w, "(call id %s is on records %v; --record N picks another)\n", callID, on)
 	}
 	switch {
+	case rec.Relation == dedup.FromOrigin && ex.Fork != nil:
+		fmt.Fprintf(w, "it did not run: served from the log of thread %s (records equal to it from response %d on: %v)\n", ex.Fork.Thread, ex.Fork.At, ex.OriginRecords)
 	case rec.ServedFrom != nil:
 		fmt.Fprintf(w, "it did not run: %s\n", servedFrom(*rec.ServedFrom, rec.Relation))
 	case rec.Origin == dedup.Cancelled:
@@ -163,4 +179,24 @@ func contains(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// originRecords are the records of a fork's origin equal to rec (its tool,
+// its arguments by the value model) from the fork's point on.
+func originRecords(e *env, s *session, f *activities.ForkOf, agent string, rec *dedup.Record) ([]int, error) {
+	recs, err := runclient.ThreadLog(e.ctx, s.client, f.Thread, agent)
+	if err != nil {
+		return nil, fmt.Errorf("the fork's origin, thread %s: %w", f.Thread, err)
+	}
+	var out []int
+	for i := range recs {
+		o := &recs[i]
+		if o.Response < f.At || o.Tool != rec.Tool || o.Origin != dedup.Executed {
+			continue
+		}
+		if a, err := dedup.Parse(o.Arguments, dedup.Limits{MaxBytes: 1 << 30}); err == nil && a.ValueEqual(rec.Args()) {
+			out = append(out, o.Seq)
+		}
+	}
+	return out, nil
 }

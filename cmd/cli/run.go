@@ -100,6 +100,9 @@ func clip(s string, n int) string {
 // same words for trace lines (whose JSON outcome is docs/scenarios.md's "cached")
 // and for log records (origin "served").
 func servedFrom(seq int, rel dedup.Relation) string {
+	if rel == dedup.FromOrigin {
+		return fmt.Sprintf("served (origin, record %d)", seq)
+	}
 	return fmt.Sprintf("served (record %d, %s)", seq, strings.ReplaceAll(string(rel), "_", " "))
 }
 

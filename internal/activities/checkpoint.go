@@ -60,6 +60,16 @@ type Checkpoint struct {
 	// UsageByModel is Usage per model: the name the runs asked their
 	// worker for (RunInput.Model).
 	UsageByModel map[string]*Usage `json:"usage_by_model,omitempty"`
+	// Fork, on a thread made by a fork, names the thread it was forked
+	// from and where (docs/forks.md). Absent on any other thread.
+	Fork *ForkOf `json:"fork,omitempty"`
+}
+
+// ForkOf is where a forked thread came from: its origin thread, and the
+// model response (1-based) the fork replaced.
+type ForkOf struct {
+	Thread string `json:"thread"`
+	At     int    `json:"at"`
 }
 
 // ConversationRef is a conversation by reference: its length, its digest
@@ -688,7 +698,7 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 		}
 	}
 	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted), Usage: cp.Usage.Plus(nil),
-		UsageByModel: CloneUsage(cp.UsageByModel)}
+		UsageByModel: CloneUsage(cp.UsageByModel), Fork: cp.Fork}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
 		head, err := fetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)

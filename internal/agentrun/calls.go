@@ -169,16 +169,20 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 	if h != nil {
 		return nil, h
 	}
-	if reason, ask := r.needsApproval(tool, post, response); ask {
+	mode := calllog.Matched
+	if r.resumed || !tool.Spec().Idempotent {
+		mode = calllog.Recorded
+	}
+	if h, held := r.holdsNew(tool, post, response, mode); held {
+		h.model = args
+		return nil, h
+	}
+	if reason, ask := r.needsApproval(tool, post, response); ask && (r.origin == nil || r.origin.find(tool.Spec().Name, post) == nil) {
 		return nil, &hold{hook: ApprovalHook, reason: reason, model: args, post: post}
 	}
 	var pre *dedup.Args
 	if post != args {
 		pre = args
-	}
-	mode := calllog.Matched
-	if r.resumed || !tool.Spec().Idempotent {
-		mode = calllog.Recorded
 	}
 	if r.isClient(tool) {
 		return r.clientCall(ctx, tool, call, post, pre, response, mode), nil
@@ -228,6 +232,9 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	st := &step{started: calllog.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
 		Key: key, Mode: mode}}
 	c := &st.started
+	if served := r.serveOrigin(ctx, c, spec); served != nil {
+		return served
+	}
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
 		Toolset: spec.Toolset}
 	var f wf.Future

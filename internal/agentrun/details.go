@@ -50,6 +50,12 @@ func (r *run) details() string {
 		sb.WriteString(r.in.ThreadID)
 		sb.WriteString("`")
 	}
+	if f := r.forkOf; f != nil {
+		sb.WriteString(" · fork of `")
+		sb.WriteString(f.Thread)
+		sb.WriteString("` at response ")
+		sb.WriteString(strconv.Itoa(f.At))
+	}
 	sb.WriteString(" · turn ")
 	sb.WriteString(strconv.Itoa(r.turn))
 	sb.WriteString(" · ")

@@ -82,6 +82,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	// array of messages would only hold memory for the run's life.
 	r.loaded = &activities.Checkpoint{Minted: cp.Minted}
 	r.threadBase, r.threadByModel = cp.Usage, cp.UsageByModel
+	r.forkOf = cp.Fork
 	if cp.Agents != nil {
 		r.loaded.Agents = make(map[string]json.RawMessage, len(cp.Agents))
 		for name, snap := range cp.Agents {
@@ -168,6 +169,7 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 	if r.countsThread {
 		cp.Usage, cp.UsageByModel = r.threadUsage()
 	}
+	cp.Fork = r.forkOf
 
 	closing := closeConversation(r.messages)[len(r.messages):]
 	split, digest, parts := r.base, r.baseDigest, slices.Clone(r.parts)
@@ -354,6 +356,9 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	}
 	next := r.in
 	next.Hooks, next.Message, next.PreviousRunID, next.Continued = nil, "", "", c
+	if r.origin != nil {
+		next.Fork = r.origin.carried()
+	}
 	enc, err := encodeContinued(next)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the continue-as-new state does not encode: %v", err), activities.ErrPayloadTooLarge, nil)

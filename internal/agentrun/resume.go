@@ -242,7 +242,9 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 		}
 		// A dangling call runs without matching and is never recorded.
 		st := r.launch(ctx, tool, call, args, nil, r.log.Response(), calllog.Unrecorded)
-		st.line.Outcome = OutcomeDangling
+		if st.line.Outcome == OutcomeExecuted { // not served from a fork's origin
+			st.line.Outcome = OutcomeDangling
+		}
 		steps = r.enqueue(ctx, steps, st)
 	}
 	r.finish(ctx, steps)
@@ -290,7 +292,9 @@ func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool
 		return nil
 	}
 	st := r.launch(ctx, tool, call, args, pre, response, calllog.Unrecorded)
-	st.line.Outcome = OutcomeDangling
+	if st.line.Outcome == OutcomeExecuted { // not served from a fork's origin
+		st.line.Outcome = OutcomeDangling
+	}
 	return st
 }
 

@@ -131,6 +131,7 @@ func (r *run) checkpoint(settledOnly bool) (*activities.Checkpoint, error) {
 	if r.countsThread {
 		cp.Usage, cp.UsageByModel = r.threadUsage()
 	}
+	cp.Fork = r.forkOf
 	return cp, nil
 }
 

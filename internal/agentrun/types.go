@@ -122,6 +122,10 @@ type RunInput struct {
 	// (ResumeInput.Results). A name a worker tool has fails the run at
 	// its start (activities.ErrBadInput).
 	ClientTools []activities.ToolSpec `json:"client_tools,omitempty"`
+	// Fork makes the run a fork of another thread (fork.go): its calls
+	// are served from that thread's log, and the calls it never made are
+	// held.
+	Fork *ForkInput `json:"fork,omitempty"`
 	// Continued is the state a run hands to its continuation; only
 	// continue-as-new sets it.
 	Continued *Carry `json:"continued,omitempty"`

@@ -179,6 +179,10 @@ type run struct {
 	threadBase  *activities.Usage // the thread's counts before this chain (its loaded state's)
 	// threadByModel is threadBase per model.
 	threadByModel map[string]*activities.Usage
+	// forkOf, on a forked thread, is where it came from; origin, in a
+	// fork's run, the origin's records it serves from (fork.go).
+	forkOf *activities.ForkOf
+	origin *forkOrigin
 	// holdRerun: the open tulip.unknown interrupt may run its call again
 	// (executions are left).
 	holdRerun bool
@@ -489,7 +493,10 @@ func (r *run) summaryMax() int {
 func (r *run) start(ctx wf.Context) error {
 	if c := r.in.Continued; c != nil {
 		if c.State != nil {
-			return r.restoreRef(c)
+			if err := r.restoreRef(c); err != nil {
+				return err
+			}
+			return r.setUpFork()
 		}
 		return r.restore(c, r.segs)
 	}
@@ -511,6 +518,9 @@ func (r *run) start(ctx wf.Context) error {
 		if err := r.checkClientToolsets(); err != nil {
 			return err
 		}
+	}
+	if err := r.setUpFork(); err != nil {
+		return err
 	}
 	if r.in.Message != "" {
 		r.addMessage(activities.Message{Role: "user", Content: r.in.Message})

@@ -190,6 +190,25 @@ func (l *Log) serve(ctx workflow.Context, c *Call, rec *dedup.Record, rel dedup.
 	return f
 }
 
+// ServeOrigin answers c, in a fork, from rec: a record of the thread the
+// fork was made from (its origin), not of this log. No command is issued;
+// c is recorded served (Relation dedup.FromOrigin, no ServedFrom: rec is
+// not in this log), with rec's outcome and key, so that a later identical
+// call of an idempotent tool matches it like any record.
+func (l *Log) ServeOrigin(ctx workflow.Context, c *Call, rec *dedup.Record) workflow.Future {
+	c.log = l
+	c.ServedFrom, c.Relation = rec, dedup.FromOrigin
+	f, s := workflow.NewFuture(ctx)
+	if rec.Error != nil {
+		s.SetError(temporal.NewNonRetryableApplicationError(rec.Error.Message, rec.Error.Type, nil))
+	} else {
+		s.SetValue(activities.ToolOutput{Result: rec.Result})
+	}
+	c.Recorded = l.d.Append(dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
+		Origin: dedup.Served, Result: rec.Result, Error: rec.Error, Relation: dedup.FromOrigin, Key: rec.Key}, c.Args)
+	return f
+}
+
 // Settle records a call's outcome once its future is read: the tool's
 // output, or its final error. It does nothing for a call already settled,
 // not recorded, or never started.

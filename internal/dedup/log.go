@@ -49,6 +49,11 @@ const (
 	// SameResponse: sorted-key JSON against an earlier call of the same
 	// response.
 	SameResponse Relation = "same_response"
+	// FromOrigin: in a fork, value equality against a call the forked
+	// thread made after the fork's point (its origin's log), served once
+	// (docs/forks.md). Not a rule of docs/rules.md: no body ran for it in
+	// the fork, and none is run.
+	FromOrigin Relation = "origin"
 )
 
 // Record is one entry of the execution log.

@@ -75,6 +75,9 @@ type RunOptions struct {
 	// a call the log does not serve interrupts the run (hook
 	// agentrun.ClientToolsHook) until a resume brings its result.
 	ClientTools []activities.ToolSpec
+	// Fork makes the run a fork (Fork builds it): ThreadID must be a new
+	// thread for a fork's first run.
+	Fork *agentrun.ForkInput
 }
 
 // ThreadBusyError: a run is already open on the thread.
@@ -148,7 +151,7 @@ func Input(opts RunOptions) agentrun.RunInput {
 	return agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
 		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
-		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools}
+		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools, Fork: opts.Fork}
 }
 
 // Start starts an agent run and returns at once.
@@ -181,6 +184,8 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 			in.NewThread, reuse = true, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 		case err != nil:
 			return Handle{}, fmt.Errorf("agent: thread %q: %w", id, err)
+		case opts.Fork != nil && opts.Fork.State != nil:
+			return Handle{}, &ForkError{Thread: opts.Fork.Thread, Reason: fmt.Sprintf("thread %s has runs already: a fork starts a new thread", id)}
 		case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			return Handle{}, &ThreadBusyError{ThreadID: id, RunID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
 		default:

@@ -16,7 +16,7 @@ export interface CallItem {
    * The log record a cached call was served from.
    */
   served_from?: number;
-  relation?: 'earlier_turn' | 'same_response';
+  relation?: 'earlier_turn' | 'same_response' | 'origin';
   /**
    * The first 16 hex digits of the SHA-256 of the call's downstream key (the key itself is not streamed).
    */
@@ -121,6 +121,14 @@ export interface Checkpoint {
    */
   minted?: {
     [k: string]: number;
+  };
+  /**
+   * On a thread made by a fork (docs/forks.md): the thread it was forked from, and the model response (1-based) the fork replaced. Absent on any other thread.
+   */
+  fork?: {
+    thread: string;
+    at: number;
+    [k: string]: unknown;
   };
 }
 
@@ -336,7 +344,7 @@ export interface LogRecord {
     message: string;
   };
   served_from?: number;
-  relation?: 'earlier_turn' | 'same_response';
+  relation?: 'earlier_turn' | 'same_response' | 'origin';
   key?: string;
   /**
    * A thin record's arguments as hex SHA-256 of their value-equality encoding; its holder (or run) holds the record in full.
@@ -534,6 +542,31 @@ export interface RunInput {
     [k: string]: unknown;
   }[];
   /**
+   * Makes the run a fork of another thread (docs/forks.md): its first run starts from state (the origin's conversation and log before model response at); a call equal to one the origin made from there on is served from the origin's record, once, with no body run (relation "origin"); a call the origin never made is held (interrupt hook "tulip.fork") unless live. The Go client and 'tulip fork' build it.
+   */
+  fork?: {
+    thread: string;
+    at: number;
+    /**
+     * The fork's thread state at its start, in full (checkpoint.json); its first run only.
+     */
+    state?: {
+      [k: string]: unknown;
+    };
+    /**
+     * The origin agent's log: a snapshot of full records.
+     */
+    origin?: {
+      [k: string]: unknown;
+    };
+    /**
+     * The origin records (seq) that served a call already.
+     */
+    used?: number[];
+    live?: boolean;
+    [k: string]: unknown;
+  };
+  /**
    * Set by continue-as-new only (workflow.Carry); clients never set it.
    */
   continued?: {
@@ -681,7 +714,7 @@ export interface TraceLine {
    * The log record a cached call was served from.
    */
   served_from?: number;
-  relation?: 'earlier_turn' | 'same_response';
+  relation?: 'earlier_turn' | 'same_response' | 'origin';
   /**
    * The downstream idempotency key.
    */

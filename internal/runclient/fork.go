@@ -1,0 +1,130 @@
+package runclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/dedup"
+)
+
+// ForkError: a thread cannot be forked where asked (kind tulip.BadInput).
+type ForkError struct {
+	Thread string
+	Reason string
+}
+
+func (e *ForkError) Error() string { return "fork of thread " + e.Thread + ": " + e.Reason }
+
+// Kind is the error's tulip kind.
+func (e *ForkError) Kind() tulip.ErrorKind { return tulip.BadInput }
+
+// Fork reads thread's state and makes the input of a fork of it at model
+// response at (1-based) for agent ("": the default): the conversation and
+// the agent's log before that response, and the agent's whole log to
+// serve from (docs/forks.md).
+func Fork(ctx context.Context, c client.Client, thread, agent string, at int, live bool) (*agentrun.ForkInput, error) {
+	cp, err := Thread(ctx, c, thread)
+	if err != nil {
+		return nil, err
+	}
+	return ForkOf(cp, thread, agent, at, live)
+}
+
+// Responses counts a conversation's model responses.
+func Responses(msgs []activities.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}
+
+// ForkOf is Fork of a thread state read already (in full: its messages'
+// content filled in, as Thread returns it).
+func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) (*agentrun.ForkInput, error) {
+	if agent == "" {
+		agent = agentrun.DefaultAgent
+	}
+	if cp == nil || cp.Conversation != nil {
+		return nil, &ForkError{Thread: thread, Reason: "its state is not in full"}
+	}
+	n := Responses(cp.Messages)
+	if at < 1 || at > n {
+		return nil, &ForkError{Thread: thread, Reason: fmt.Sprintf("it has %d model responses: fork at 1 to %d, not %d", n, n, at)}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cp.Agents)) {
+		if name == agent {
+			continue
+		}
+		if recs, err := LogOf(cp, name); err != nil || len(recs) > 0 {
+			return nil, &ForkError{Thread: thread, Reason: fmt.Sprintf("agent %s has a log on it too: a fork takes a thread of one agent", name)}
+		}
+	}
+	cut, seen := len(cp.Messages), 0
+	for i, m := range cp.Messages {
+		if m.Role == "assistant" {
+			if seen++; seen == at {
+				cut = i
+				break
+			}
+		}
+	}
+	recs, err := LogOf(cp, agent)
+	if err != nil {
+		return nil, &ForkError{Thread: thread, Reason: err.Error()}
+	}
+	responses := 0
+	if l, err := restoreOf(cp, agent); err == nil && l != nil {
+		responses = l.Response()
+	}
+	var kept []dedup.Record
+	for i := range recs {
+		r := &recs[i]
+		if r.Result == nil && r.ResultIn != nil && *r.ResultIn >= 0 && *r.ResultIn < len(cp.Messages) {
+			// The origin's result, whole: the fork serves it with no
+			// message of its own to refer to.
+			r.Result, r.ResultIn = json.RawMessage(cp.Messages[*r.ResultIn].Content), nil
+		}
+		if r.Response < at {
+			kept = append(kept, *r)
+		}
+	}
+	keptLog, err := dedup.FromRecords(at-1, kept)
+	if err != nil {
+		return nil, &ForkError{Thread: thread, Reason: err.Error()}
+	}
+	keptSnap, err := keptLog.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	originLog, err := dedup.FromRecords(max(responses, at-1), recs)
+	if err != nil {
+		return nil, &ForkError{Thread: thread, Reason: err.Error()}
+	}
+	originSnap, err := originLog.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	msgs := slices.Clone(cp.Messages[:cut])
+	state := &activities.Checkpoint{Agents: map[string]json.RawMessage{agent: keptSnap}, Messages: msgs,
+		Fork: &activities.ForkOf{Thread: thread, At: at}}
+	return &agentrun.ForkInput{Thread: thread, At: at, State: state, Origin: originSnap, Live: live}, nil
+}
+
+// restoreOf is agent's log in cp, or nil.
+func restoreOf(cp *activities.Checkpoint, agent string) (*dedup.Log, error) {
+	if cp.Agents[agent] == nil {
+		return nil, nil
+	}
+	return dedup.Restore(cp.Agents[agent])
+}
