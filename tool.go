@@ -291,3 +291,44 @@ func init() {
 		return publicToolset{ts}
 	}
 }
+
+// AgentToolOptions say what a sub-agent tool runs (AgentTool). Each zero
+// value is documented.
+type AgentToolOptions struct {
+	// Agent names the sub-agent (its execution log on its thread). Zero
+	// value: the tool's name.
+	Agent string
+	// Model names a model registered on the sub-agent's workers. Zero
+	// value: the calling run's model.
+	Model string
+	// TaskQueue runs the sub-agent on the workers of another task queue
+	// (they need tulip's plugin, and the sub-agent's tools and model).
+	// Zero value: the calling run's task queue.
+	TaskQueue string
+	// Instructions are given to the sub-agent's model with every request.
+	Instructions string
+	// Hooks are installed in the sub-agent's run at its start, by name.
+	Hooks []string
+	// MaxTurns bounds the sub-agent's model responses per call. Zero
+	// value: 32.
+	MaxTurns int
+}
+
+// AgentTool declares a tool whose body is another agent run
+// (docs/subagents.md): the model calls it with a task ({"task": text}),
+// and the calling run starts the sub-agent as a child workflow on its
+// own thread, the caller's thread + "/sub/" + spec.Name, with its own
+// execution log and downstream keys. The call's result is the
+// sub-agent's answer ({"answer", "thread", "turns"}). With
+// spec.Idempotent, an identical task later is served from the caller's
+// log and no child starts. The sub-agent's interrupts are the caller's:
+// Interrupt.Agent names its path, and the caller's resume answers it.
+// spec's Parameters, Local, OnUnknown and KeyTemplate must be unset.
+func AgentTool(spec ToolSpec, opts AgentToolOptions) (*Tool, error) {
+	t, err := activities.NewAgentTool(activities.ToolSpec(spec), activities.SubAgent{Agent: opts.Agent, Model: opts.Model,
+		TaskQueue: opts.TaskQueue, Instructions: opts.Instructions, Hooks: opts.Hooks, MaxTurns: opts.MaxTurns})
+	if err != nil {
+		return nil, err
+	}
+	return &Tool{t}, nil
+}

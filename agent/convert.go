@@ -51,7 +51,7 @@ func result(res *agentrun.RunResult) (*Result, error) {
 		}
 	}
 	if in := res.Interrupt; in != nil {
-		out.Interrupt = &Interrupt{ID: in.ID, Turn: in.Turn, Hook: in.Hook, Reason: in.Reason}
+		out.Interrupt = &Interrupt{ID: in.ID, Turn: in.Turn, Hook: in.Hook, Reason: in.Reason, Agent: in.Agent}
 		if in.Held != nil {
 			out.Interrupt.Held = make([]tulip.ToolCall, len(in.Held))
 			for i, c := range in.Held {

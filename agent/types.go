@@ -213,6 +213,10 @@ type Interrupt struct {
 	// Held are the calls held: the interrupted call and the rest of its
 	// response, as the model emitted them.
 	Held []tulip.ToolCall `json:"held"`
+	// Agent, on an interrupt a sub-agent raised (tulip.AgentTool), is the
+	// agent path of the run that holds the calls ("support/refunds");
+	// this run's resume answers it. "" for the run's own.
+	Agent string `json:"agent,omitempty"`
 }
 
 // ResumeInput answers an interrupt (Approve, Decline and ClientResults

@@ -64,7 +64,7 @@ func TestPublicSurface(t *testing.T) {
 		t.Logf("%-45s %3d", pkg, n)
 	}
 	t.Logf("total %d", total)
-	assert.LessOrEqual(t, total, 104, "exported top-level declarations across the public packages")
+	assert.LessOrEqual(t, total, 106, "exported top-level declarations across the public packages")
 	assert.Greater(t, total, 50, "sanity: the count is real")
 }
 

@@ -256,6 +256,7 @@ func (e *env) inspect(args []string) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "served from the log: %d of %d calls (bodies not run again)\n", served, len(recs))
+	printSubAgents(e.stdout, fs.Arg(0), recs)
 	if u := st.Usage; u != nil {
 		fmt.Fprintf(e.stdout, "thread tokens (every run and agent): %d prompt (%d cached), %d completion\n", u.PromptTokens, u.CachedTokens, u.CompletionTokens)
 		printCost(e.stdout, st.UsageByModel, prices)
@@ -631,4 +632,35 @@ func retentionText(d time.Duration) string {
 		return fmt.Sprintf("%d days", n)
 	}
 	return d.String()
+}
+
+// printSubAgents lists the sub-agents a thread's log called (a record
+// whose result names a thread under this one, THREAD/sub/NAME): each one's
+// thread, and its calls run and served.
+func printSubAgents(w io.Writer, thread string, recs []dedup.Record) {
+	type tally struct{ ran, served int }
+	subs := map[string]*tally{}
+	var order []string
+	for _, r := range recs {
+		var res struct {
+			Thread string `json:"thread"`
+		}
+		if json.Unmarshal(r.Result, &res) != nil || !strings.HasPrefix(res.Thread, thread+"/sub/") {
+			continue
+		}
+		t := subs[res.Thread]
+		if t == nil {
+			t = &tally{}
+			subs[res.Thread] = t
+			order = append(order, res.Thread)
+		}
+		if r.Origin == dedup.Served {
+			t.served++
+		} else {
+			t.ran++
+		}
+	}
+	for _, s := range order {
+		fmt.Fprintf(w, "sub-agent thread %s: %d calls ran it, %d served from this log ('tulip inspect %s --agent NAME')\n", s, subs[s].ran, subs[s].served, s)
+	}
 }

@@ -141,6 +141,7 @@ type Tool struct {
 	activity string // ToolActivityName(spec.Name), made once
 	opts     ToolOptions
 	fn       func(ctx context.Context, in ToolInput) (ToolOutput, error)
+	sub      *SubAgent // a sub-agent tool's (subagent.go); it has no activity
 }
 
 // Spec returns the tool's spec.

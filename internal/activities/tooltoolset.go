@@ -1,6 +1,11 @@
 package activities
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+)
 
 // A Go tool is a Toolset of one tool, so that tools and toolsets are one
 // kind of thing in a worker's options.
@@ -13,7 +18,13 @@ func (t *Tool) Tools(context.Context) ([]ToolSpec, error) { return []ToolSpec{t.
 
 // Call runs the tool's body with in (inside the tool's activity: the body
 // heartbeats and reads its key from the activity's context).
-func (t *Tool) Call(ctx context.Context, in ToolInput) (ToolOutput, error) { return t.fn(ctx, in) }
+func (t *Tool) Call(ctx context.Context, in ToolInput) (ToolOutput, error) {
+	if t.fn == nil {
+		return ToolOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("tool %s is a sub-agent: its run calls it as a child workflow, not a body", t.spec.Name), ErrBadInput, nil)
+	}
+	return t.fn(ctx, in)
+}
 
 var _ Toolset = (*Tool)(nil)
 

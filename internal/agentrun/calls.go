@@ -23,6 +23,9 @@ type step struct {
 	// started holds the call of a step that launch made (call points at
 	// it): one allocation a call, not two.
 	started calllog.Call
+	// direct: the future settles with a ToolOutput value, not an
+	// activity's payload (a sub-agent's call).
+	direct bool
 }
 
 // enqueue settles st at once when calls run one after another, and keeps
@@ -44,7 +47,7 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 			// that a call allocates one.
 			var out activities.ToolOutput
 			var err error
-			if st.call.Served() {
+			if st.call.Served() || st.direct {
 				p := new(activities.ToolOutput)
 				err = st.future.Get(ctx, p) // the record's output (or, still running, its call's)
 				out = *p
@@ -238,7 +241,13 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 	in := activities.ToolInput{Tool: spec.Name, CallID: call.ID, Arguments: args.Text(), IdempotencyKey: key, Agent: r.in.Agent, Thread: r.in.ThreadID,
 		Toolset: spec.Toolset}
 	var f wf.Future
-	if spec.Local {
+	if tool.SubAgent() != nil {
+		// A child workflow, not an activity: the log decides it here (no
+		// interceptor routes it), served or started.
+		mctx := r.calls.Mark(ctx, c)
+		f = c.Start(mctx, func() wf.Future { return r.launchSub(ctx, tool, in) })
+		st.direct = true
+	} else if spec.Local {
 		opts := tool.Options()
 		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,
 			Summary: activitySummary(spec.Name, key)})

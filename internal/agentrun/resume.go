@@ -312,6 +312,7 @@ func (r *run) waitResume(ctx wf.Context, hook string) (*ResumeInput, error) {
 			return nil, err
 		}
 	}
+	r.tellParent(ctx)
 	if r.stream != nil && r.streamOnDemand {
 		// The run waits: batches published by signal so far are read now,
 		// so that the stream's offset (its query) counts them.

@@ -122,6 +122,9 @@ type RunInput struct {
 	// (ResumeInput.Results). A name a worker tool has fails the run at
 	// its start (activities.ErrBadInput).
 	ClientTools []activities.ToolSpec `json:"client_tools,omitempty"`
+	// Parent, on a sub-agent's run, names the run that called it
+	// (subagent.go).
+	Parent *ParentRef `json:"parent,omitempty"`
 	// Fork makes the run a fork of another thread (fork.go): its calls
 	// are served from that thread's log, and the calls it never made are
 	// held.
@@ -309,6 +312,9 @@ type Interrupt struct {
 	// Held are the calls held: the interrupted call and the rest of its
 	// response, as the model emitted them.
 	Held []activities.ToolCall `json:"held"`
+	// Agent, on an interrupt a sub-agent raised, is the agent path of the
+	// run that holds the calls ("support/refunds"); "" for this run's own.
+	Agent string `json:"agent,omitempty"`
 }
 
 // RunResult is the run's result (and, in a failure's details, its state).

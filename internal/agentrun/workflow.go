@@ -183,6 +183,10 @@ type run struct {
 	// fork's run, the origin's records it serves from (fork.go).
 	forkOf *activities.ForkOf
 	origin *forkOrigin
+	// subBusy is, per sub-agent thread, the future of its latest call;
+	// subRuns the run its latest child was (subagent.go).
+	subBusy map[string]wf.Future
+	subRuns map[string]string
 	// holdRerun: the open tulip.unknown interrupt may run its call again
 	// (executions are left).
 	holdRerun bool

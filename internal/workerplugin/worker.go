@@ -137,6 +137,9 @@ func Register(r Registry, opts Options) error {
 		limit = agentrun.DefaultPayloadLimit
 	}
 	for _, t := range opts.Tools {
+		if t.SubAgent() != nil {
+			continue // a child workflow, not an activity
+		}
 		ar.RegisterActivityWithOptions(activities.LimitResult(t.Spec().Name, limit, t.Activity()), activity.RegisterOptions{Name: t.ActivityName()})
 		if check := t.CheckActivity(); check != nil {
 			ar.RegisterActivityWithOptions(check, activity.RegisterOptions{Name: activities.CheckActivityName(t.Spec().Name)})

@@ -149,6 +149,10 @@ export interface Interrupt {
   hook: string;
   reason: string;
   held: ToolCall[];
+  /**
+   * On an interrupt a sub-agent raised: the agent path of the run that holds the calls (support/refunds); this run's resume answers it. Absent for the run's own.
+   */
+  agent?: string;
 }
 
 export interface Message {
@@ -541,6 +545,14 @@ export interface RunInput {
     idempotent?: boolean;
     [k: string]: unknown;
   }[];
+  /**
+   * On a sub-agent's run (a child workflow a tool started): the calling run's workflow, signalled (tulip.child-interrupt) when this run is interrupted, and this run's agent path.
+   */
+  parent?: {
+    workflow_id: string;
+    path: string;
+    [k: string]: unknown;
+  };
   /**
    * Makes the run a fork of another thread (docs/forks.md): its first run starts from state (the origin's conversation and log before model response at); a call equal to one the origin made from there on is served from the origin's record, once, with no body run (relation "origin"); a call the origin never made is held (interrupt hook "tulip.fork") unless live. The Go client and 'tulip fork' build it.
    */

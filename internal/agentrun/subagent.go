@@ -1,0 +1,161 @@
+package agentrun
+
+import (
+	"encoding/json"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	wf "go.temporal.io/sdk/workflow"
+
+	"github.com/tulip-temporal/tulip/internal/activities"
+)
+
+// ParentRef names, in a sub-agent's run input, the run that called it.
+type ParentRef struct {
+	// WorkflowID is the calling run's workflow (its current run is
+	// signalled: the caller never continues as new while a child runs).
+	WorkflowID string `json:"workflow_id"`
+	// Path is this run's agent path from the top run ("support/refunds").
+	Path string `json:"path"`
+}
+
+// SignalChildInterrupt is the signal a sub-agent's run sends its parent
+// when it is interrupted (ChildInterrupt): the parent raises the same
+// interrupt, and forwards the resume that answers it.
+const SignalChildInterrupt = "tulip.child-interrupt"
+
+// ChildInterrupt is a sub-agent's interrupt, as it tells its parent.
+type ChildInterrupt struct {
+	WorkflowID string    `json:"workflow_id"`
+	RunID      string    `json:"run_id"`
+	Interrupt  Interrupt `json:"interrupt"`
+}
+
+// ErrSubAgent is the error type of a sub-agent call whose child run
+// failed (or could not start): the call's recorded error.
+const ErrSubAgent = "tulip.SubAgentFailed"
+
+// agentPath is this run's agent path: its own agent, under its parent's.
+func (r *run) agentPath() string {
+	if r.in.Parent != nil && r.in.Parent.Path != "" {
+		return r.in.Parent.Path
+	}
+	return r.in.Agent
+}
+
+// subThread is the thread of a sub-agent tool's runs: the caller's thread
+// (or workflow, for a run on none), "/sub/" and the tool.
+func (r *run) subThread(ctx wf.Context, tool string) string {
+	base := r.in.ThreadID
+	if base == "" {
+		base = wf.GetInfo(ctx).WorkflowExecution.ID
+	}
+	return base + "/sub/" + tool
+}
+
+// launchSub starts a sub-agent call: a child workflow on the tool's
+// thread, after the previous call of the same tool (a thread runs one run
+// at a time). The returned future settles with the child's answer (a
+// ToolOutput) or a tool error; while the child runs, its interrupts become
+// this run's (relayInterrupt).
+func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.ToolInput) wf.Future {
+	out, settle := wf.NewFuture(ctx)
+	sub := tool.SubAgent()
+	var args activities.SubAgentArgs
+	if err := json.Unmarshal([]byte(in.Arguments), &args); err != nil || args.Task == "" {
+		settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s: give it a task (\"task\": text)", in.Tool), activities.ErrArgumentDecode, nil))
+		return out
+	}
+	thread := r.subThread(ctx, in.Tool)
+	if r.subBusy == nil {
+		r.subBusy, r.subRuns = map[string]wf.Future{}, map[string]string{}
+	}
+	prev := r.subBusy[thread]
+	r.subBusy[thread] = out
+	model := sub.Model
+	if model == "" {
+		model = r.in.Model
+	}
+	child := RunInput{Agent: sub.Agent, ThreadID: thread, Message: args.Task, Model: model, Hooks: sub.Hooks, MaxTurns: sub.MaxTurns,
+		Instructions: sub.Instructions, Parent: &ParentRef{WorkflowID: wf.GetInfo(ctx).WorkflowExecution.ID, Path: r.agentPath() + "/" + sub.Agent}}
+	wf.Go(ctx, func(ctx wf.Context) {
+		if prev != nil {
+			_ = prev.Get(ctx, nil) // its outcome is its own call's
+		}
+		child.PreviousRunID = r.subRuns[thread]
+		cctx := wf.WithChildOptions(ctx, wf.ChildWorkflowOptions{WorkflowID: thread, TaskQueue: sub.TaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
+			StaticSummary:         fmt.Sprintf("tulip sub-agent **%s** of %s", sub.Agent, r.agentPath())})
+		cf := wf.ExecuteChildWorkflow(cctx, WorkflowName, child)
+		var exec wf.Execution
+		if err := cf.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s did not start: %v", in.Tool, err), ErrSubAgent, nil))
+			return
+		}
+		r.subRuns[thread] = exec.RunID
+		sig := wf.GetSignalChannel(ctx, SignalChildInterrupt)
+		for done := false; !done; {
+			sel := wf.NewSelector(ctx)
+			sel.AddFuture(cf, func(wf.Future) { done = true })
+			sel.AddReceive(sig, func(ch wf.ReceiveChannel, _ bool) {
+				var ci ChildInterrupt
+				ch.Receive(ctx, &ci)
+				if ci.WorkflowID == thread && ci.RunID == exec.RunID {
+					r.relayInterrupt(ctx, ci)
+				}
+			})
+			sel.Select(ctx)
+		}
+		var res struct {
+			Status string `json:"status"`
+			Answer string `json:"answer"`
+			Turns  int    `json:"turns"`
+		}
+		if err := cf.Get(ctx, &res); err != nil {
+			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s failed: %v", in.Tool, err), ErrSubAgent, nil))
+			return
+		}
+		b, _ := json.Marshal(activities.SubAgentResult{Answer: res.Answer, Thread: thread, Turns: res.Turns})
+		settle.SetValue(activities.ToolOutput{Result: b})
+	})
+	return out
+}
+
+// relayInterrupt raises a sub-agent's interrupt as this run's, waits for
+// the resume that answers it, and forwards that resume to the child.
+func (r *run) relayInterrupt(ctx wf.Context, ci ChildInterrupt) {
+	if err := r.awaitNoInterrupt(ctx); err != nil {
+		return
+	}
+	it := ci.Interrupt
+	r.interrupts++
+	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: it.Hook,
+		Reason: "sub-agent " + it.Agent + ": " + it.Reason, Held: it.Held, Agent: it.Agent}
+	r.holdRerun = true // the child checks what it holds itself
+	resume, err := r.waitResume(ctx, it.Hook)
+	if err != nil {
+		return
+	}
+	fwd := ResumeInput{InterruptID: it.ID, Answer: resume.Answer, PerformDangling: resume.PerformDangling, Results: resume.Results}
+	_ = wf.SignalExternalWorkflow(ctx, ci.WorkflowID, ci.RunID, SignalResume, fwd).Get(ctx, nil)
+}
+
+// tellParent, in a sub-agent's run, signals its parent that the run is
+// interrupted (a child on its own: nothing).
+func (r *run) tellParent(ctx wf.Context) {
+	p := r.in.Parent
+	if p == nil || r.interrupt == nil {
+		return
+	}
+	it := *r.interrupt
+	if it.Agent == "" {
+		it.Agent = r.agentPath()
+	}
+	info := wf.GetInfo(ctx)
+	ci := ChildInterrupt{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Interrupt: it}
+	if err := wf.SignalExternalWorkflow(ctx, p.WorkflowID, "", SignalChildInterrupt, ci).Get(ctx, nil); err != nil {
+		wf.GetLogger(ctx).Warn("the parent run was not told of this interrupt", "parent", p.WorkflowID, "error", err)
+	}
+}

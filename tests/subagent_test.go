@@ -1,0 +1,214 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/runclient"
+)
+
+// subAgentHistory is a recorded parent run that called an idempotent
+// sub-agent twice with the same task (TULIP_RECORD_HISTORIES=1 re-records
+// it): it replays with no child history.
+const subAgentHistory = "testdata/subagent/parent.json"
+
+// subAgentOptions: the demo toolbox over billing, the sub-agent tool
+// "refunds" (idempotent; with hooks, the refund asks approval inside the
+// sub-agent), the parent's model, which asks the sub-agent to refund
+// ord-1 twice and then answers with the sub-agent's answer, and the
+// sub-agent's, which refunds the order its task names.
+func subAgentOptions(t testing.TB, tb *demo.Toolbox, hooks ...string) tulip.Options {
+	refunds, err := tulip.AgentTool(tulip.ToolSpec{Name: "refunds", Idempotent: true, Description: "a refunds specialist"},
+		tulip.AgentToolOptions{Model: "sub", Hooks: hooks})
+	require.NoError(t, err)
+	task := `{"task":"ord-1"}`
+	parent := tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		if req.Turn <= 2 {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: fmt.Sprintf("p%d", req.Turn), Name: "refunds", Arguments: task}}}, nil
+		}
+		return tulip.ModelResponse{Text: "the specialist says: " + req.Messages[len(req.Messages)-1].Content}, nil
+	})
+	sub := tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		order := req.Messages[len(req.Messages)-1].Content
+		if req.Messages[len(req.Messages)-1].Role == "user" && req.Phase == 0 {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "s1", Name: "issue_refund", Arguments: `{"order_id":"` + order + `","amount":20}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: "refunded"}, nil
+	})
+	return tulip.Options{Tools: append(toolsets(tb.Tools()...), refunds), Models: map[string]tulip.Model{"parent": parent, "sub": sub},
+		Hooks: map[string]tulip.Hook{"approve_refund": tulip.Approve("issue_refund", "refunds need a person")}}
+}
+
+// childStarts counts the child workflows a run's history started.
+func childStarts(t *testing.T, thread string) int {
+	n := 0
+	for _, ev := range history(t, dial(t, server.Address()), thread, "").Events {
+		if ev.GetStartChildWorkflowExecutionInitiatedEventAttributes() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// A parent calls an idempotent sub-agent twice with the same task: one
+// child workflow starts (the second call is served from the parent's
+// log), billing refunds once, and the sub-agent's own thread holds its
+// log. The parent's history replays alone. With the refund asking
+// approval inside the sub-agent, the parent is interrupted (the held
+// call names the sub-agent's path), and the parent's resume answers it.
+func TestSubAgentServedOnceAndApprovedThroughTheParent(t *testing.T) {
+	c := dial(t, server.Address())
+	for _, approval := range []bool{false, true} {
+		t.Run(fmt.Sprintf("approval=%v", approval), func(t *testing.T) {
+			bill, err := billing.Start()
+			require.NoError(t, err)
+			t.Cleanup(bill.Close)
+			tb := demo.NewToolbox()
+			tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+			var hooks []string
+			if approval {
+				hooks = []string{"approve_refund"}
+			}
+			opts := subAgentOptions(t, tb, hooks...)
+			tq := taskQueue("subagent")
+			startPublicWorker(t, c, tq, opts)
+			thread := fmt.Sprintf("parent-%d", time.Now().UnixNano())
+			run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "parent", ThreadID: thread, Message: "refund ord-1"})
+			require.NoError(t, err)
+			res, err := run.Await(ctxT(t))
+			require.NoError(t, err)
+			if approval {
+				require.Equal(t, agent.Interrupted, res.Status, res.Error)
+				assert.Equal(t, "support/refunds", res.Interrupt.Agent)
+				assert.Equal(t, "approve_refund", res.Interrupt.Hook)
+				require.Len(t, res.Interrupt.Held, 1)
+				assert.Equal(t, "issue_refund", res.Interrupt.Held[0].Name)
+				assert.Empty(t, bill.Refunds(), "nothing refunded before the approval")
+				_, err = run.Resume(ctxT(t), agent.Approve(res.Interrupt.ID))
+				require.NoError(t, err)
+				res, err = run.Await(ctxT(t))
+				require.NoError(t, err)
+			}
+			require.Equal(t, agent.Completed, res.Status, res.Error)
+			var outcomes []string
+			for _, l := range res.Trace {
+				outcomes = append(outcomes, strings.TrimSpace(fmt.Sprintf("%s %s %s", l.Tool, l.Outcome, l.Relation)))
+			}
+			assert.Equal(t, []string{"refunds executed", "refunds cached earlier_turn"}, outcomes)
+			assert.Contains(t, res.Answer, `"answer":"refunded"`)
+			assert.Contains(t, res.Answer, thread+"/sub/refunds")
+			assert.Equal(t, 1, childStarts(t, thread), "one child workflow")
+			assert.Len(t, bill.Refunds(), 1, "billing: one refund")
+			if !approval { // an approved call runs unrecorded (a resume's dangling call, docs/rules.md)
+				recs, err := runclient.ThreadLog(ctxT(t), c, thread+"/sub/refunds", "refunds")
+				require.NoError(t, err)
+				require.NotEmpty(t, recs)
+				assert.Equal(t, "issue_refund", recs[0].Tool)
+				stdout, stderr, code := runCLI(t, "inspect", thread, "--address", server.Address())
+				require.Equal(t, 0, code, stderr)
+				assert.Contains(t, stdout, "sub-agent thread "+thread+"/sub/refunds: 1 calls ran it, 1 served from this log")
+			}
+
+			// The parent's history replays with no child history.
+			file := filepath.Join(t.TempDir(), "parent.json")
+			if !approval && os.Getenv("TULIP_RECORD_HISTORIES") == "1" {
+				file = subAgentHistory
+			}
+			writeHistory(t, c, runclient.Handle{WorkflowID: thread}, file)
+			assert.NoError(t, tulip.ReplayHistories(subAgentOptions(t, demo.NewToolbox(), hooks...), tulip.ReplayOptions{}, file))
+		})
+	}
+}
+
+// The recorded parent run replays under the current code.
+func TestReplaySubAgentHistory(t *testing.T) {
+	require.NoError(t, tulip.ReplayHistories(subAgentOptions(t, demo.NewToolbox()), tulip.ReplayOptions{}, subAgentHistory))
+}
+
+// A sub-agent on its own task queue, whose worker process is killed
+// (SIGKILL) after billing made the refund and before the activity
+// completed: a new worker process takes the sub-agent's run over, the
+// parent gets its answer, billing holds one refund, and one child
+// workflow ran.
+func TestSubAgentWorkerKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("SIGKILL of a child process: Linux only")
+	}
+	bin := crashWorker(t)
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	t.Cleanup(bill.Close)
+	c := dial(t, server.Address())
+	subTQ, parentTQ := taskQueue("sub-killed"), taskQueue("parent-killed")
+	marker := filepath.Join(t.TempDir(), "crashed")
+	first := startProcess(t, bin, subTQ, bill.URL(), "after-billing", marker)
+	refunds, err := tulip.AgentTool(tulip.ToolSpec{Name: "refunds"}, tulip.AgentToolOptions{TaskQueue: subTQ, Model: "refund"})
+	require.NoError(t, err)
+	parent := tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		if req.Turn == 1 {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "p1", Name: "refunds", Arguments: `{"task":"ord-killed"}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: req.Messages[len(req.Messages)-1].Content}, nil
+	})
+	startPublicWorker(t, c, parentTQ, tulip.Options{Tools: []tulip.Toolset{refunds}, Models: map[string]tulip.Model{"parent": parent}})
+	thread := fmt.Sprintf("parent-killed-%d", time.Now().UnixNano())
+	run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: parentTQ, Model: "parent", ThreadID: thread, Message: "refund it"})
+	require.NoError(t, err)
+	awaitKilled(t, first, "the sub-agent's worker")
+	second := startProcess(t, bin, subTQ, bill.URL(), "", "")
+	t.Cleanup(func() { _ = second.Process.Kill(); _ = second.Wait() })
+	res, err := run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status, res.Error)
+	assert.Contains(t, res.Answer, `"answer":"refunded"`)
+	rs := bill.Refunds()
+	require.Len(t, rs, 1, "billing: one refund")
+	assert.Equal(t, "ord-killed", rs[0].OrderID)
+	assert.Equal(t, 1, childStarts(t, thread))
+}
+
+// Cancelling or terminating a parent whose sub-agent waits for an
+// approval ends the sub-agent's run too.
+func TestSubAgentEndsWithItsParent(t *testing.T) {
+	c := dial(t, server.Address())
+	tb := demo.NewToolbox()
+	tq := taskQueue("subagent-end")
+	startPublicWorker(t, c, tq, subAgentOptions(t, tb, "approve_refund"))
+	for _, how := range []string{"cancel", "terminate"} {
+		t.Run(how, func(t *testing.T) {
+			thread := fmt.Sprintf("parent-%s-%d", how, time.Now().UnixNano())
+			run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "parent", ThreadID: thread, Message: "refund ord-1"})
+			require.NoError(t, err)
+			res, err := run.Await(ctxT(t))
+			require.NoError(t, err)
+			require.Equal(t, agent.Interrupted, res.Status)
+			if how == "cancel" {
+				require.NoError(t, c.CancelWorkflow(ctxT(t), thread, ""))
+			} else {
+				require.NoError(t, c.TerminateWorkflow(ctxT(t), thread, "", "test"))
+			}
+			child := thread + "/sub/refunds"
+			require.Eventually(t, func() bool {
+				d, err := c.DescribeWorkflowExecution(ctxT(t), child, "")
+				return err == nil && d.GetWorkflowExecutionInfo().GetCloseTime() != nil
+			}, 30*time.Second, 100*time.Millisecond, "the sub-agent's run ends")
+			d, err := c.DescribeWorkflowExecution(ctxT(t), child, "")
+			require.NoError(t, err)
+			t.Logf("%s: child %s", how, d.GetWorkflowExecutionInfo().GetStatus())
+			assert.Zero(t, tb.Invocations()["issue_refund"])
+		})
+	}
+}
