@@ -48,6 +48,9 @@ type CallItem struct {
 	// CutBytes, with Content: the size of an argument or result text left
 	// out for being over the limit.
 	CutBytes int `json:"cut_bytes,omitempty"`
+	// Agent, on a call a sub-agent made (tulip.AgentTool), is its agent
+	// path ("support/refunds"); "" for the run's own calls.
+	Agent string `json:"agent,omitempty"`
 }
 
 // TextItem is a piece of the model's answer: Delta in order by Seq, then

@@ -88,6 +88,17 @@ func TestSubAgentServedOnceAndApprovedThroughTheParent(t *testing.T) {
 			thread := fmt.Sprintf("parent-%d", time.Now().UnixNano())
 			run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "parent", ThreadID: thread, Message: "refund ord-1"})
 			require.NoError(t, err)
+			var items []string
+			watched := make(chan struct{})
+			go func() {
+				defer close(watched)
+				_ = run.Watch(ctxT(t), 0, func(ev agent.Event) error {
+					if ev.Call != nil {
+						items = append(items, strings.TrimSpace(ev.Call.Agent+" "+ev.Call.Tool+" "+string(ev.Call.Outcome)))
+					}
+					return nil
+				})
+			}()
 			res, err := run.Await(ctxT(t))
 			require.NoError(t, err)
 			if approval {
@@ -117,6 +128,10 @@ func TestSubAgentServedOnceAndApprovedThroughTheParent(t *testing.T) {
 				require.NoError(t, err)
 				require.NotEmpty(t, recs)
 				assert.Equal(t, "issue_refund", recs[0].Tool)
+				// The parent's stream carried the sub-agent's call, with
+				// its path, before the parent's own.
+				<-watched
+				assert.Equal(t, []string{"support/refunds issue_refund executed", "refunds executed", "refunds cached"}, items)
 				stdout, stderr, code := runCLI(t, "inspect", thread, "--address", server.Address())
 				require.Equal(t, 0, code, stderr)
 				assert.Contains(t, stdout, "sub-agent thread "+thread+"/sub/refunds: 1 calls ran it, 1 served from this log")

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/tulip-temporal/tulip/agent"
 )
@@ -32,11 +33,18 @@ func mcpCallItem(ci agent.CallItem, approval string) map[string]any {
 	if ci.Error != nil {
 		ext["error"] = *ci.Error
 	}
+	id := "mcp_" + ci.CallID + "_" + string(ci.Outcome)
+	if ci.Agent != "" {
+		// A sub-agent's call, streamed under the call that ran it: its
+		// call ids are its own.
+		ext["agent"] = ci.Agent
+		id = "mcp_" + strings.NewReplacer("/", "_", " ", "_").Replace(ci.Agent) + "_" + ci.CallID + "_" + string(ci.Outcome)
+	}
 	args := string(ci.Arguments)
 	if args == "" || args == "null" {
 		args = "{}"
 	}
-	item := map[string]any{"type": "mcp_call", "id": "mcp_" + ci.CallID + "_" + string(ci.Outcome), "server_label": "tulip",
+	item := map[string]any{"type": "mcp_call", "id": id, "server_label": "tulip",
 		"name": ci.Tool, "arguments": args, "output": nil, "error": nil, "approval_request_id": nil, "status": "completed", "tulip": ext}
 	switch {
 	case ci.Outcome == agent.Held:

@@ -142,7 +142,7 @@ func (t *textState) events(ev agent.Event) []sseEvent {
 			_, evs = t.closeMsg(seq+1, evs)
 		}
 	case ev.Call != nil:
-		if slices.Contains(t.m.clientTools, ev.Call.Tool) {
+		if ev.Call.Agent == "" && slices.Contains(t.m.clientTools, ev.Call.Tool) {
 			return nil // the client's call: a function_call item when the run stops for it
 		}
 		seq, evs = t.closeMsg(seq, evs)

@@ -26,6 +26,9 @@ type step struct {
 	// direct: the future settles with a ToolOutput value, not an
 	// activity's payload (a sub-agent's call).
 	direct bool
+	// child, on a sub-agent's call, is the sub-agent's run: its path and
+	// its settled calls, published before this call's line.
+	child *childRun
 }
 
 // enqueue settles st at once when calls run one after another, and keeps
@@ -82,6 +85,10 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 				// names the message whose content it is.
 				st.msg.Content, st.msg.ContentIn = "", st.line.ResultIn
 			}
+		}
+		if st.child != nil {
+			r.publishChild(st.child.path, st.child.lines)
+			st.child.lines = nil
 		}
 		r.addTrace(ctx, st.line, st.msg)
 	}
@@ -245,8 +252,8 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		// A child workflow, not an activity: the log decides it here (no
 		// interceptor routes it), served or started.
 		mctx := r.calls.Mark(ctx, c)
-		f = c.Start(mctx, func() wf.Future { return r.launchSub(ctx, tool, in) })
-		st.direct = true
+		st.direct, st.child = true, &childRun{}
+		f = c.Start(mctx, func() wf.Future { return r.launchSub(ctx, tool, in, st.child) })
 	} else if spec.Local {
 		opts := tool.Options()
 		lctx := wf.WithLocalActivityOptions(ctx, wf.LocalActivityOptions{StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy,

@@ -69,6 +69,10 @@ type CallItem struct {
 	// CutBytes, with Content: the size of an argument or result text left
 	// out for being over ContentLimit.
 	CutBytes int `json:"cut_bytes,omitempty"`
+	// Agent, on a call a sub-agent made, is its agent path
+	// ("support/refunds"): published by the parent when the sub-agent's
+	// call returns, before the parent's own item for that call.
+	Agent string `json:"agent,omitempty"`
 }
 
 // CallNearMiss is a call item's near miss, without values.
@@ -183,6 +187,35 @@ func (r *run) publishLine(l *TraceLine) {
 	} else {
 		r.stream.PublishLazy(activities.TopicCalls, (*lineItem)(l))
 	}
+}
+
+// publishChild publishes a sub-agent's settled calls (lines) under its
+// agent path, before the parent's own line for the call that ran it.
+func (r *run) publishChild(path string, lines []TraceLine) {
+	if r.stream == nil {
+		return
+	}
+	content := r.in.Stream != nil && r.in.Stream.Content
+	for i := range lines {
+		if lines[i].Outcome == OutcomeHeld {
+			continue // its final outcome follows
+		}
+		r.stream.PublishLazy(activities.TopicCalls, &childItem{line: &lines[i], agent: path, content: content})
+	}
+}
+
+// childItem encodes a sub-agent's line as its CallItem.
+type childItem struct {
+	line    *TraceLine
+	agent   string
+	content bool
+}
+
+// MarshalJSON encodes the line's CallItem, naming the sub-agent.
+func (ci *childItem) MarshalJSON() ([]byte, error) {
+	it := callItem(ci.line, ci.content)
+	it.Agent = ci.agent
+	return json.Marshal(it)
 }
 
 // lineItem encodes a line of the trace (never changed once added) as its

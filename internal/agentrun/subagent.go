@@ -32,6 +32,14 @@ type ChildInterrupt struct {
 	Interrupt  Interrupt `json:"interrupt"`
 }
 
+// childRun is what a sub-agent's call publishes before its own line: the
+// sub-agent's path and its run's settled calls (the lines its result holds
+// in full: a long run's first lines go by reference, and are left out).
+type childRun struct {
+	path  string
+	lines []TraceLine
+}
+
 // ErrSubAgent is the error type of a sub-agent call whose child run
 // failed (or could not start): the call's recorded error.
 const ErrSubAgent = "tulip.SubAgentFailed"
@@ -59,7 +67,7 @@ func (r *run) subThread(ctx wf.Context, tool string) string {
 // at a time). The returned future settles with the child's answer (a
 // ToolOutput) or a tool error; while the child runs, its interrupts become
 // this run's (relayInterrupt).
-func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.ToolInput) wf.Future {
+func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.ToolInput, cr *childRun) wf.Future {
 	out, settle := wf.NewFuture(ctx)
 	sub := tool.SubAgent()
 	var args activities.SubAgentArgs
@@ -109,14 +117,16 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 			sel.Select(ctx)
 		}
 		var res struct {
-			Status string `json:"status"`
-			Answer string `json:"answer"`
-			Turns  int    `json:"turns"`
+			Status string      `json:"status"`
+			Answer string      `json:"answer"`
+			Turns  int         `json:"turns"`
+			Trace  []TraceLine `json:"trace"`
 		}
 		if err := cf.Get(ctx, &res); err != nil {
 			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s failed: %v", in.Tool, err), ErrSubAgent, nil))
 			return
 		}
+		cr.path, cr.lines = child.Parent.Path, res.Trace
 		b, _ := json.Marshal(activities.SubAgentResult{Answer: res.Answer, Thread: thread, Turns: res.Turns})
 		settle.SetValue(activities.ToolOutput{Result: b})
 	})

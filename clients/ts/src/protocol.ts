@@ -18,6 +18,10 @@ export interface CallItem {
   served_from?: number;
   relation?: 'earlier_turn' | 'same_response' | 'origin';
   /**
+   * On a call a sub-agent made: its agent path (support/refunds), published by the parent when the sub-agent's call returns, before the parent's own item for that call.
+   */
+  agent?: string;
+  /**
    * The first 16 hex digits of the SHA-256 of the call's downstream key (the key itself is not streamed).
    */
   key_hash?: string;
