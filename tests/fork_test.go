@@ -159,6 +159,16 @@ func TestForkServesFromTheOrigin(t *testing.T) {
 	_, res = w.fork(t, thread, thread+"~same", "same", 1, false)
 	require.Equal(t, agent.Completed, res.Status, res.Error)
 	assert.Equal(t, []string{"lookup_order cached origin", "issue_refund cached origin"}, forkOutcomes(res.Trace))
+	// A later run on the fork's thread holds what its log does not serve:
+	// a fork touches nothing real unless a person approves or it is live.
+	run, err = agent.Start(ctxT(t), c, agent.Options{TaskQueue: w.tq, Model: "changed", ThreadID: thread + "~same", Message: "again"})
+	require.NoError(t, err)
+	res, err = run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Interrupted, res.Status, res.Error)
+	assert.Equal(t, agentrun.ForkHook, res.Interrupt.Hook)
+	assert.Equal(t, "lookup_order", res.Interrupt.Held[0].Name)
+	require.NoError(t, c.TerminateWorkflow(ctxT(t), thread+"~same", "", "test done"))
 
 	// Continued as new after every turn: the chain serves each origin
 	// record once, across its runs.

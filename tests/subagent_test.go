@@ -227,3 +227,47 @@ func TestSubAgentEndsWithItsParent(t *testing.T) {
 		})
 	}
 }
+
+// Two sub-agents called in one response, each asking approval inside:
+// the parent raises one interrupt, then the other, and its two resumes
+// answer both (each reaches its own sub-agent).
+func TestTwoSubAgentsInterruptInTurn(t *testing.T) {
+	c := dial(t, server.Address())
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	t.Cleanup(bill.Close)
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	opts := subAgentOptions(t, tb, "approve_refund")
+	second, err := tulip.AgentTool(tulip.ToolSpec{Name: "refunds2"}, tulip.AgentToolOptions{Model: "sub", Hooks: []string{"approve_refund"}})
+	require.NoError(t, err)
+	opts.Tools = append(opts.Tools, second)
+	opts.Models["both"] = tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		if req.Turn == 1 {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "p1", Name: "refunds", Arguments: `{"task":"ord-a"}`},
+				{ID: "p2", Name: "refunds2", Arguments: `{"task":"ord-b"}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: "both done"}, nil
+	})
+	tq := taskQueue("subagent-two")
+	startPublicWorker(t, c, tq, opts)
+	thread := fmt.Sprintf("parent-two-%d", time.Now().UnixNano())
+	run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "both", ThreadID: thread, Message: "refund both"})
+	require.NoError(t, err)
+	var agents []string
+	res, err := run.Await(ctxT(t))
+	for i := 0; err == nil && res.Status == agent.Interrupted && i < 4; i++ {
+		agents = append(agents, res.Interrupt.Agent)
+		_, err = run.Resume(ctxT(t), agent.Approve(res.Interrupt.ID))
+		require.NoError(t, err)
+		res, err = run.Await(ctxT(t))
+	}
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status, res.Error)
+	assert.ElementsMatch(t, []string{"support/refunds", "support/refunds2"}, agents)
+	var orders []string
+	for _, rc := range bill.Refunds() {
+		orders = append(orders, rc.OrderID)
+	}
+	assert.ElementsMatch(t, []string{"ord-a", "ord-b"}, orders)
+}

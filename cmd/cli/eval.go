@@ -232,10 +232,12 @@ func (e *env) evalOne(cl client.Client, base runclient.RunOptions, o evalOrigin)
 	opts := base
 	opts.ThreadID, opts.Fork = o.thread+"~eval-"+randomID(), f
 	rep.Fork = opts.ThreadID
-	// The origin's later user messages: each one a run of the fork.
+	// The origin's later user messages that started a run (each follows
+	// a final answer: a resume's answer follows the held calls' tool
+	// messages): each one a run of the fork.
 	var later []string
 	for i, m := range cp.Messages {
-		if m.Role == "user" && i > 0 && runclient.Responses(cp.Messages[:i]) > 0 {
+		if prev := i - 1; m.Role == "user" && prev >= 0 && cp.Messages[prev].Role == "assistant" && len(cp.Messages[prev].ToolCalls) == 0 {
 			later = append(later, m.Content)
 		}
 	}

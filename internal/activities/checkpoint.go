@@ -70,6 +70,8 @@ type Checkpoint struct {
 type ForkOf struct {
 	Thread string `json:"thread"`
 	At     int    `json:"at"`
+	// Live: the fork runs the calls its origin never made.
+	Live bool `json:"live,omitempty"`
 }
 
 // ConversationRef is a conversation by reference: its length, its digest

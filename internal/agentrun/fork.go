@@ -57,6 +57,13 @@ type forkOrigin struct {
 func (r *run) setUpFork() error {
 	f := r.in.Fork
 	if f == nil {
+		if fo := r.forkOf; fo != nil && !fo.Live {
+			// A later run on a fork's thread (its state names the
+			// origin): it serves from nothing of the origin's, and holds
+			// what its own log does not serve, as the fork did. A fork
+			// touches nothing real unless a person approves or it is live.
+			r.origin = &forkOrigin{in: &ForkInput{Thread: fo.Thread, At: fo.At}, used: map[int]bool{}}
+		}
 		return nil
 	}
 	if r.in.ThreadID == "" || f.Thread == "" || f.At < 1 {
@@ -77,7 +84,7 @@ func (r *run) setUpFork() error {
 		}
 		f.State = nil // held by this run now (its result names it); no continuation carries it
 	}
-	r.forkOf = &activities.ForkOf{Thread: f.Thread, At: f.At}
+	r.forkOf = &activities.ForkOf{Thread: f.Thread, At: f.At, Live: f.Live}
 	o := &forkOrigin{in: f, used: map[int]bool{}}
 	if len(f.Origin) > 0 {
 		l, err := dedup.Restore(f.Origin)
@@ -94,12 +101,14 @@ func (r *run) setUpFork() error {
 }
 
 // find is the earliest origin record from the fork's point on, not used
-// yet, that an execution of tool with args equals (by the value model, or by hash for a thin
-// record), or nil.
+// yet, that a call of tool with args equals (by the value model, or by
+// hash for a thin record), or nil. Executed and served records both
+// count: the origin made the call either way (a fork of a fork serves
+// what its origin served).
 func (o *forkOrigin) find(tool string, args *dedup.Args) *dedup.Record {
 	for i := range o.recs {
 		rec := &o.recs[i]
-		if rec.Response < o.in.At || rec.Tool != tool || rec.Origin != dedup.Executed || o.used[rec.Seq] {
+		if rec.Response < o.in.At || rec.Tool != tool || rec.Origin == dedup.Cancelled || o.used[rec.Seq] {
 			continue
 		}
 		if a := rec.Args(); a != nil && a.ValueEqual(args) || a == nil && rec.ArgsHash != "" && rec.ArgsHash == args.ArgsHash() {
@@ -144,6 +153,9 @@ func (r *run) holdsNew(tool *activities.Tool, args *dedup.Args, response int, mo
 	}
 	reason := "new call: thread " + r.origin.in.Thread + " never made it from response " + strconv.Itoa(r.origin.in.At) +
 		" on; approve to run it for real"
+	if len(r.origin.recs) == 0 && r.in.Fork == nil {
+		reason = "new call on a fork of thread " + r.origin.in.Thread + " (not live): approve to run it for real"
+	}
 	return &hold{hook: ForkHook, reason: reason, model: args, post: args}, true
 }
 

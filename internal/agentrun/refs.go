@@ -416,6 +416,10 @@ func (r *run) stateEstimate() int { return r.stateBound(true) }
 func (r *run) stateBound(exact bool) int {
 	content := func(n int) int { return min(n, InlineLimit+2) }
 	size := 1024
+	if o := r.origin; o != nil {
+		// A fork's origin goes with every continue-as-new.
+		size += len(o.in.Origin) + 12*len(o.used) + len(o.in.Thread) + 64
+	}
 	for name, snap := range r.loadedAgents() {
 		if name != r.in.Agent {
 			size += len(snap)

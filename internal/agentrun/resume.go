@@ -137,6 +137,9 @@ func (r *run) receiveResume(ctx wf.Context, sig wf.ReceiveChannel) {
 		}
 		if err != nil {
 			wf.GetLogger(ctx).Warn("resume signal dropped", "error", err)
+			// A sub-agent's resume comes from its parent, which has
+			// closed its own interrupt: it is told again.
+			r.tellParent(ctx)
 			continue
 		}
 		r.acceptResume(in)
@@ -301,6 +304,13 @@ func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool
 // waitResume publishes the open interrupt (raised by hook), waits for the
 // resume that answers it, and returns that resume.
 func (r *run) waitResume(ctx wf.Context, hook string) (*ResumeInput, error) {
+	return r.waitResumeUnless(ctx, hook, nil)
+}
+
+// waitResumeUnless is waitResume that also gives up when gone reports
+// true (a sub-agent whose interrupt this is has closed): the interrupt is
+// withdrawn and it returns nil, nil.
+func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool) (*ResumeInput, error) {
 	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
 	r.status = StatusInterrupted
 	r.showDetails(ctx)
@@ -324,8 +334,17 @@ func (r *run) waitResume(ctx wf.Context, hook string) (*ResumeInput, error) {
 		if r.pending != nil {
 			break
 		}
-		if err := wf.Await(ctx, func() bool { return r.pending != nil || sig.Len() > 0 }); err != nil {
+		if err := wf.Await(ctx, func() bool { return r.pending != nil || sig.Len() > 0 || gone != nil && gone() }); err != nil {
 			return nil, err
+		}
+		if r.pending == nil && sig.Len() == 0 && gone != nil && gone() {
+			r.interrupt, r.status = nil, StatusRunning
+			if memo {
+				if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
 		}
 	}
 	resume := r.pending

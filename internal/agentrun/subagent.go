@@ -30,6 +30,8 @@ type ChildInterrupt struct {
 	WorkflowID string    `json:"workflow_id"`
 	RunID      string    `json:"run_id"`
 	Interrupt  Interrupt `json:"interrupt"`
+	// Rerun: the interrupt (of hook tulip.unknown) may run its call again.
+	Rerun bool `json:"rerun,omitempty"`
 }
 
 // childRun is what a sub-agent's call publishes before its own line: the
@@ -81,6 +83,11 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 	}
 	prev := r.subBusy[thread]
 	r.subBusy[thread] = out
+	// The child's interrupts reach this call's coroutine alone (one
+	// reader routes them by the child's workflow: the thread, which one
+	// call at a time holds).
+	r.routeChildSignals(ctx)
+	interrupts := wf.NewBufferedChannel(ctx, 16)
 	model := sub.Model
 	if model == "" {
 		model = r.in.Model
@@ -103,19 +110,20 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 			return
 		}
 		r.subRuns[thread] = exec.RunID
-		sig := wf.GetSignalChannel(ctx, SignalChildInterrupt)
+		r.childChans[thread] = interrupts
 		for done := false; !done; {
 			sel := wf.NewSelector(ctx)
 			sel.AddFuture(cf, func(wf.Future) { done = true })
-			sel.AddReceive(sig, func(ch wf.ReceiveChannel, _ bool) {
+			sel.AddReceive(interrupts, func(ch wf.ReceiveChannel, _ bool) {
 				var ci ChildInterrupt
 				ch.Receive(ctx, &ci)
-				if ci.WorkflowID == thread && ci.RunID == exec.RunID {
-					r.relayInterrupt(ctx, ci)
+				if !cf.IsReady() {
+					r.relayInterrupt(ctx, ci, cf.IsReady)
 				}
 			})
 			sel.Select(ctx)
 		}
+		delete(r.childChans, thread)
 		var res struct {
 			Status string      `json:"status"`
 			Answer string      `json:"answer"`
@@ -133,19 +141,42 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 	return out
 }
 
+// routeChildSignals starts, once a run, the one reader of
+// SignalChildInterrupt: it hands each to the channel of the call whose
+// child sent it (by the child's workflow), and drops it when none waits.
+func (r *run) routeChildSignals(ctx wf.Context) {
+	if r.childChans != nil {
+		return
+	}
+	r.childChans = map[string]wf.Channel{}
+	sig := wf.GetSignalChannel(ctx, SignalChildInterrupt)
+	wf.Go(ctx, func(ctx wf.Context) {
+		for {
+			var ci ChildInterrupt
+			if !sig.Receive(ctx, &ci) {
+				return
+			}
+			if ch := r.childChans[ci.WorkflowID]; ch != nil {
+				ch.SendAsync(ci)
+			}
+		}
+	})
+}
+
 // relayInterrupt raises a sub-agent's interrupt as this run's, waits for
-// the resume that answers it, and forwards that resume to the child.
-func (r *run) relayInterrupt(ctx wf.Context, ci ChildInterrupt) {
-	if err := r.awaitNoInterrupt(ctx); err != nil {
+// the resume that answers it, and forwards that resume to the child. gone
+// reports the child closed: the interrupt is then withdrawn.
+func (r *run) relayInterrupt(ctx wf.Context, ci ChildInterrupt, gone func() bool) {
+	if err := wf.Await(ctx, func() bool { return r.interrupt == nil || gone() }); err != nil || gone() {
 		return
 	}
 	it := ci.Interrupt
 	r.interrupts++
 	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: it.Hook,
 		Reason: "sub-agent " + it.Agent + ": " + it.Reason, Held: it.Held, Agent: it.Agent}
-	r.holdRerun = true // the child checks what it holds itself
-	resume, err := r.waitResume(ctx, it.Hook)
-	if err != nil {
+	r.holdRerun = ci.Rerun
+	resume, err := r.waitResumeUnless(ctx, it.Hook, gone)
+	if err != nil || resume == nil {
 		return
 	}
 	fwd := ResumeInput{InterruptID: it.ID, Answer: resume.Answer, PerformDangling: resume.PerformDangling, Results: resume.Results}
@@ -164,7 +195,7 @@ func (r *run) tellParent(ctx wf.Context) {
 		it.Agent = r.agentPath()
 	}
 	info := wf.GetInfo(ctx)
-	ci := ChildInterrupt{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Interrupt: it}
+	ci := ChildInterrupt{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Interrupt: it, Rerun: r.holdRerun}
 	if err := wf.SignalExternalWorkflow(ctx, p.WorkflowID, "", SignalChildInterrupt, ci).Get(ctx, nil); err != nil {
 		wf.GetLogger(ctx).Warn("the parent run was not told of this interrupt", "parent", p.WorkflowID, "error", err)
 	}

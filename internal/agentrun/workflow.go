@@ -187,6 +187,9 @@ type run struct {
 	// subRuns the run its latest child was (subagent.go).
 	subBusy map[string]wf.Future
 	subRuns map[string]string
+	// childChans: per sub-agent thread, the interrupts its running child
+	// sent (routeChildSignals).
+	childChans map[string]wf.Channel
 	// holdRerun: the open tulip.unknown interrupt may run its call again
 	// (executions are left).
 	holdRerun bool

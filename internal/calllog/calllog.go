@@ -194,7 +194,8 @@ func (l *Log) serve(ctx workflow.Context, c *Call, rec *dedup.Record, rel dedup.
 // fork was made from (its origin), not of this log. No command is issued;
 // c is recorded served (Relation dedup.FromOrigin, no ServedFrom: rec is
 // not in this log), with rec's outcome and key, so that a later identical
-// call of an idempotent tool matches it like any record.
+// call of an idempotent tool matches it like any record; an Unrecorded
+// call (a held call a resume performs) is not recorded.
 func (l *Log) ServeOrigin(ctx workflow.Context, c *Call, rec *dedup.Record) workflow.Future {
 	c.log = l
 	c.ServedFrom, c.Relation = rec, dedup.FromOrigin
@@ -204,8 +205,10 @@ func (l *Log) ServeOrigin(ctx workflow.Context, c *Call, rec *dedup.Record) work
 	} else {
 		s.SetValue(activities.ToolOutput{Result: rec.Result})
 	}
-	c.Recorded = l.d.Append(dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
-		Origin: dedup.Served, Result: rec.Result, Error: rec.Error, Relation: dedup.FromOrigin, Key: rec.Key}, c.Args)
+	if c.Mode != Unrecorded {
+		c.Recorded = l.d.Append(dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
+			Origin: dedup.Served, Result: rec.Result, Error: rec.Error, Relation: dedup.FromOrigin, Key: rec.Key}, c.Args)
+	}
 	return f
 }
 

@@ -66,7 +66,7 @@ func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) 
 		if name == agent {
 			continue
 		}
-		if recs, err := LogOf(cp, name); err != nil || len(recs) > 0 {
+		if l, err := restoreOf(cp, name); err != nil || l != nil && (l.Len() > 0 || l.Response() > 0) {
 			return nil, &ForkError{Thread: thread, Reason: fmt.Sprintf("agent %s has a log on it too: a fork takes a thread of one agent", name)}
 		}
 	}
@@ -86,6 +86,12 @@ func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) 
 	responses := 0
 	if l, err := restoreOf(cp, agent); err == nil && l != nil {
 		responses = l.Response()
+		if responses != n {
+			// The log's responses are what a record's Response counts:
+			// they must be the conversation's, or the cut would fall
+			// elsewhere in the log than in the conversation.
+			return nil, &ForkError{Thread: thread, Reason: fmt.Sprintf("agent %s's log counts %d model responses and the conversation %d", agent, responses, n)}
+		}
 	}
 	var kept []dedup.Record
 	for i := range recs {
@@ -117,7 +123,7 @@ func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) 
 	}
 	msgs := slices.Clone(cp.Messages[:cut])
 	state := &activities.Checkpoint{Agents: map[string]json.RawMessage{agent: keptSnap}, Messages: msgs,
-		Fork: &activities.ForkOf{Thread: thread, At: at}}
+		Fork: &activities.ForkOf{Thread: thread, At: at, Live: live}}
 	return &agentrun.ForkInput{Thread: thread, At: at, State: state, Origin: originSnap, Live: live}, nil
 }
 
