@@ -232,15 +232,7 @@ func (e *env) evalOne(cl client.Client, base runclient.RunOptions, o evalOrigin)
 	opts := base
 	opts.ThreadID, opts.Fork = o.thread+"~eval-"+randomID(), f
 	rep.Fork = opts.ThreadID
-	// The origin's later user messages that started a run (each follows
-	// a final answer: a resume's answer follows the held calls' tool
-	// messages): each one a run of the fork.
-	var later []string
-	for i, m := range cp.Messages {
-		if prev := i - 1; m.Role == "user" && prev >= 0 && cp.Messages[prev].Role == "assistant" && len(cp.Messages[prev].ToolCalls) == 0 {
-			later = append(later, m.Content)
-		}
-	}
+	later := laterRuns(cp.Messages)
 	used := map[int]bool{}
 	for run := 0; ; run++ {
 		if run > 0 {
@@ -268,6 +260,19 @@ func (e *env) evalOne(cl client.Client, base runclient.RunOptions, o evalOrigin)
 	compare(&rep, cp.Messages, forked.Messages)
 	rep.Tokens["origin"], rep.Tokens["fork"] = cp.Usage, forked.Usage
 	return rep
+}
+
+// laterRuns are a conversation's user messages that started a run after
+// the first: each follows a final answer (a resume's answer follows the
+// held calls' tool messages, and starts none).
+func laterRuns(msgs []activities.Message) []string {
+	var later []string
+	for i, m := range msgs {
+		if prev := i - 1; m.Role == "user" && prev >= 0 && msgs[prev].Role == "assistant" && len(msgs[prev].ToolCalls) == 0 {
+			later = append(later, m.Content)
+		}
+	}
+	return later
 }
 
 // evalRun runs one run of a fork to its end, declining every call it
