@@ -271,3 +271,41 @@ func TestTwoSubAgentsInterruptInTurn(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"ord-a", "ord-b"}, orders)
 }
+
+// A later parent run hands the sub-agent another task: the sub-agent's
+// thread has runs, so its run continues it (its log holds both refunds).
+func TestSubAgentThreadContinues(t *testing.T) {
+	c := dial(t, server.Address())
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	t.Cleanup(bill.Close)
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	opts := subAgentOptions(t, tb)
+	opts.Models["second"] = tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		if req.Turn == 1 {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "q1", Name: "refunds", Arguments: `{"task":"ord-2"}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: "done"}, nil
+	})
+	tq := taskQueue("subagent-continue")
+	startPublicWorker(t, c, tq, opts)
+	thread := fmt.Sprintf("parent-continue-%d", time.Now().UnixNano())
+	for _, model := range []string{"parent", "second"} {
+		run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: model, ThreadID: thread, Message: "go"})
+		require.NoError(t, err)
+		res, err := run.Await(ctxT(t))
+		require.NoError(t, err)
+		require.Equal(t, agent.Completed, res.Status, res.Error)
+	}
+	recs, err := runclient.ThreadLog(ctxT(t), c, thread+"/sub/refunds", "refunds")
+	require.NoError(t, err)
+	var refunded []string
+	for _, r := range recs {
+		if r.Tool == "issue_refund" {
+			refunded = append(refunded, string(r.Arguments))
+		}
+	}
+	assert.Equal(t, []string{`{"order_id":"ord-1","amount":20}`, `{"order_id":"ord-2","amount":20}`}, refunded)
+	assert.Len(t, bill.Refunds(), 2)
+}

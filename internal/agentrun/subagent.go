@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -98,14 +99,32 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 		if prev != nil {
 			_ = prev.Get(ctx, nil) // its outcome is its own call's
 		}
+		// The thread's last run, when this run started it; else the
+		// child starts as a new thread (REJECT_DUPLICATE proves it, and
+		// its load reads no listing, so waits out no lag) and, refused
+		// (the thread has runs), as a continued one, which lists them.
 		child.PreviousRunID = r.subRuns[thread]
-		cctx := wf.WithChildOptions(ctx, wf.ChildWorkflowOptions{WorkflowID: thread, TaskQueue: sub.TaskQueue,
-			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
-			StaticSummary:         fmt.Sprintf("tulip sub-agent **%s** of %s", sub.Agent, r.agentPath())})
-		cf := wf.ExecuteChildWorkflow(cctx, WorkflowName, child)
-		var exec wf.Execution
-		if err := cf.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
+		start := func(fresh bool) (wf.ChildWorkflowFuture, wf.Execution, error) {
+			reuse := enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+			if child.NewThread = fresh; fresh {
+				reuse = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+			}
+			cctx := wf.WithChildOptions(ctx, wf.ChildWorkflowOptions{WorkflowID: thread, TaskQueue: sub.TaskQueue,
+				WorkflowIDReusePolicy: reuse,
+				ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_TERMINATE,
+				StaticSummary:         fmt.Sprintf("tulip sub-agent **%s** of %s", sub.Agent, r.agentPath())})
+			cf := wf.ExecuteChildWorkflow(cctx, WorkflowName, child)
+			var exec wf.Execution
+			err := cf.GetChildWorkflowExecution().Get(ctx, &exec)
+			return cf, exec, err
+		}
+		fresh := child.PreviousRunID == ""
+		cf, exec, err := start(fresh)
+		var taken *temporal.ChildWorkflowExecutionAlreadyStartedError
+		if fresh && errors.As(err, &taken) {
+			cf, exec, err = start(false)
+		}
+		if err != nil {
 			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s did not start: %v", in.Tool, err), ErrSubAgent, nil))
 			return
 		}
