@@ -309,3 +309,48 @@ func TestSubAgentThreadContinues(t *testing.T) {
 	assert.Equal(t, []string{`{"order_id":"ord-1","amount":20}`, `{"order_id":"ord-2","amount":20}`}, refunded)
 	assert.Len(t, bill.Refunds(), 2)
 }
+
+// Nested sub-agents: the top run calls b, b calls c, and c's refund asks
+// approval. The question reaches the top run naming c's path, and the
+// top run's resume reaches c through b.
+func TestNestedSubAgentApproval(t *testing.T) {
+	c := dial(t, server.Address())
+	bill, err := billing.Start()
+	require.NoError(t, err)
+	t.Cleanup(bill.Close)
+	tb := demo.NewToolbox()
+	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	opts := subAgentOptions(t, tb)
+	b, err := tulip.AgentTool(tulip.ToolSpec{Name: "b"}, tulip.AgentToolOptions{Model: "mid"})
+	require.NoError(t, err)
+	cc, err := tulip.AgentTool(tulip.ToolSpec{Name: "c"}, tulip.AgentToolOptions{Model: "sub", Hooks: []string{"approve_refund"}})
+	require.NoError(t, err)
+	opts.Tools = append(opts.Tools, b, cc)
+	delegate := func(tool string) tulip.Model {
+		return tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+			if req.Turn == 1 {
+				return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "d1", Name: tool, Arguments: `{"task":"ord-n"}`}}}, nil
+			}
+			return tulip.ModelResponse{Text: tool + " answered"}, nil
+		})
+	}
+	opts.Models["top"], opts.Models["mid"] = delegate("b"), delegate("c")
+	tq := taskQueue("subagent-nested")
+	startPublicWorker(t, c, tq, opts)
+	thread := fmt.Sprintf("nested-%d", time.Now().UnixNano())
+	run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "top", ThreadID: thread, Message: "go"})
+	require.NoError(t, err)
+	res, err := run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Interrupted, res.Status, res.Error)
+	assert.Equal(t, "support/b/c", res.Interrupt.Agent)
+	assert.Empty(t, bill.Refunds())
+	_, err = run.Resume(ctxT(t), agent.Approve(res.Interrupt.ID))
+	require.NoError(t, err)
+	res, err = run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status, res.Error)
+	assert.Len(t, bill.Refunds(), 1)
+	assert.Equal(t, 1, childStarts(t, thread))
+	assert.Equal(t, 1, childStarts(t, thread+"/sub/b"))
+}

@@ -137,9 +137,11 @@ func (r *run) receiveResume(ctx wf.Context, sig wf.ReceiveChannel) {
 		}
 		if err != nil {
 			wf.GetLogger(ctx).Warn("resume signal dropped", "error", err)
-			// A sub-agent's resume comes from its parent, which has
-			// closed its own interrupt: it is told again.
-			r.tellParent(ctx)
+			if r.interrupt != nil && in.InterruptID == r.interrupt.ID {
+				// A sub-agent's resume comes from its parent, which has
+				// closed its own interrupt: it is told again.
+				r.tellParent(ctx)
+			}
 			continue
 		}
 		r.acceptResume(in)
@@ -338,12 +340,16 @@ func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool) (*
 			return nil, err
 		}
 		if r.pending == nil && sig.Len() == 0 && gone != nil && gone() {
+			id := r.interrupt.ID
+			r.count(ctx, "interrupt-resumed/"+id, MetricInterruptsResumed, 1, "hook", hook) // closed: withdrawn
 			r.interrupt, r.status = nil, StatusRunning
 			if memo {
 				if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: ""}); err != nil {
 					return nil, err
 				}
 			}
+			r.showDetails(ctx)
+			r.tellWithdrawn(ctx, id)
 			return nil, nil
 		}
 	}

@@ -33,6 +33,9 @@ type ChildInterrupt struct {
 	Interrupt  Interrupt `json:"interrupt"`
 	// Rerun: the interrupt (of hook tulip.unknown) may run its call again.
 	Rerun bool `json:"rerun,omitempty"`
+	// Withdrawn: the interrupt Interrupt.ID is no longer open (the
+	// sub-agent it relayed from closed): the parent withdraws its own.
+	Withdrawn bool `json:"withdrawn,omitempty"`
 }
 
 // childRun is what a sub-agent's call publishes before its own line: the
@@ -99,6 +102,9 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 		if prev != nil {
 			_ = prev.Get(ctx, nil) // its outcome is its own call's
 		}
+		// Registered before the child starts: its first interrupt may
+		// come in the same workflow task as its start.
+		r.childChans[thread] = interrupts
 		// The thread's last run, when this run started it; else the
 		// child starts as a new thread (REJECT_DUPLICATE proves it, and
 		// its load reads no listing, so waits out no lag) and, refused
@@ -125,19 +131,21 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 			cf, exec, err = start(false)
 		}
 		if err != nil {
+			delete(r.childChans, thread)
 			settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s did not start: %v", in.Tool, err), ErrSubAgent, nil))
 			return
 		}
 		r.subRuns[thread] = exec.RunID
-		r.childChans[thread] = interrupts
 		for done := false; !done; {
 			sel := wf.NewSelector(ctx)
 			sel.AddFuture(cf, func(wf.Future) { done = true })
 			sel.AddReceive(interrupts, func(ch wf.ReceiveChannel, _ bool) {
 				var ci ChildInterrupt
 				ch.Receive(ctx, &ci)
-				if !cf.IsReady() {
-					r.relayInterrupt(ctx, ci, cf.IsReady)
+				key := ci.WorkflowID + "/" + ci.RunID + "/" + ci.Interrupt.ID
+				gone := func() bool { return cf.IsReady() || r.withdrawn[key] }
+				if !gone() {
+					r.relayInterrupt(ctx, ci, gone)
 				}
 			})
 			sel.Select(ctx)
@@ -167,7 +175,7 @@ func (r *run) routeChildSignals(ctx wf.Context) {
 	if r.childChans != nil {
 		return
 	}
-	r.childChans = map[string]wf.Channel{}
+	r.childChans, r.withdrawn = map[string]wf.Channel{}, map[string]bool{}
 	sig := wf.GetSignalChannel(ctx, SignalChildInterrupt)
 	wf.Go(ctx, func(ctx wf.Context) {
 		for {
@@ -175,8 +183,12 @@ func (r *run) routeChildSignals(ctx wf.Context) {
 			if !sig.Receive(ctx, &ci) {
 				return
 			}
-			if ch := r.childChans[ci.WorkflowID]; ch != nil {
-				ch.SendAsync(ci)
+			if ci.Withdrawn {
+				r.withdrawn[ci.WorkflowID+"/"+ci.RunID+"/"+ci.Interrupt.ID] = true
+				continue
+			}
+			if ch := r.childChans[ci.WorkflowID]; ch != nil && !ch.SendAsync(ci) {
+				wf.GetLogger(ctx).Warn("a sub-agent's interrupt was dropped: too many at once", "sub-agent", ci.WorkflowID)
 			}
 		}
 	})
@@ -200,6 +212,18 @@ func (r *run) relayInterrupt(ctx wf.Context, ci ChildInterrupt, gone func() bool
 	}
 	fwd := ResumeInput{InterruptID: it.ID, Answer: resume.Answer, PerformDangling: resume.PerformDangling, Results: resume.Results}
 	_ = wf.SignalExternalWorkflow(ctx, ci.WorkflowID, ci.RunID, SignalResume, fwd).Get(ctx, nil)
+}
+
+// tellWithdrawn, in a sub-agent's run, signals its parent that the
+// interrupt id (relayed from its own sub-agent) is withdrawn.
+func (r *run) tellWithdrawn(ctx wf.Context, id string) {
+	p := r.in.Parent
+	if p == nil {
+		return
+	}
+	info := wf.GetInfo(ctx)
+	ci := ChildInterrupt{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Interrupt: Interrupt{ID: id}, Withdrawn: true}
+	_ = wf.SignalExternalWorkflow(ctx, p.WorkflowID, "", SignalChildInterrupt, ci).Get(ctx, nil)
 }
 
 // tellParent, in a sub-agent's run, signals its parent that the run is

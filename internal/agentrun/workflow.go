@@ -190,6 +190,9 @@ type run struct {
 	// childChans: per sub-agent thread, the interrupts its running child
 	// sent (routeChildSignals).
 	childChans map[string]wf.Channel
+	// withdrawn: the relayed interrupts their sub-agents withdrew
+	// (workflow/run/interrupt id).
+	withdrawn map[string]bool
 	// holdRerun: the open tulip.unknown interrupt may run its call again
 	// (executions are left).
 	holdRerun bool
