@@ -63,11 +63,7 @@ func forkOptions(tb *demo.Toolbox) tulip.Options {
 const forkHistory = "testdata/fork/changed.json"
 
 func newForkWorld(t *testing.T) *forkWorld {
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	t.Cleanup(bill.Close)
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	w := &forkWorld{tb: tb, bill: bill, tq: taskQueue("fork"), opts: forkOptions(tb)}
 	startPublicWorker(t, dial(t, server.Address()), w.tq, w.opts)
 	return w
@@ -258,11 +254,7 @@ func evalJSON(t *testing.T, args ...string) ([]map[string]any, int, string) {
 // recordings alone. The same threads exported to files evaluate the
 // same.
 func TestEvalReportsTheOneDivergence(t *testing.T) {
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	t.Cleanup(bill.Close)
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	tq := taskQueue("eval")
 	c := dial(t, server.Address())
 	startPublicWorker(t, c, tq, tulip.Options{Tools: toolsets(tb.Tools()...),

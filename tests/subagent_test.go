@@ -73,11 +73,7 @@ func TestSubAgentServedOnceAndApprovedThroughTheParent(t *testing.T) {
 	c := dial(t, server.Address())
 	for _, approval := range []bool{false, true} {
 		t.Run(fmt.Sprintf("approval=%v", approval), func(t *testing.T) {
-			bill, err := billing.Start()
-			require.NoError(t, err)
-			t.Cleanup(bill.Close)
-			tb := demo.NewToolbox()
-			tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+			bill, tb := billedToolbox(t)
 			var hooks []string
 			if approval {
 				hooks = []string{"approve_refund"}
@@ -233,11 +229,7 @@ func TestSubAgentEndsWithItsParent(t *testing.T) {
 // answer both (each reaches its own sub-agent).
 func TestTwoSubAgentsInterruptInTurn(t *testing.T) {
 	c := dial(t, server.Address())
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	t.Cleanup(bill.Close)
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	opts := subAgentOptions(t, tb, "approve_refund")
 	second, err := tulip.AgentTool(tulip.ToolSpec{Name: "refunds2"}, tulip.AgentToolOptions{Model: "sub", Hooks: []string{"approve_refund"}})
 	require.NoError(t, err)
@@ -276,11 +268,7 @@ func TestTwoSubAgentsInterruptInTurn(t *testing.T) {
 // thread has runs, so its run continues it (its log holds both refunds).
 func TestSubAgentThreadContinues(t *testing.T) {
 	c := dial(t, server.Address())
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	t.Cleanup(bill.Close)
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	opts := subAgentOptions(t, tb)
 	opts.Models["second"] = tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
 		if req.Turn == 1 {
@@ -315,11 +303,7 @@ func TestSubAgentThreadContinues(t *testing.T) {
 // top run's resume reaches c through b.
 func TestNestedSubAgentApproval(t *testing.T) {
 	c := dial(t, server.Address())
-	bill, err := billing.Start()
-	require.NoError(t, err)
-	t.Cleanup(bill.Close)
-	tb := demo.NewToolbox()
-	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
+	bill, tb := billedToolbox(t)
 	opts := subAgentOptions(t, tb)
 	b, err := tulip.AgentTool(tulip.ToolSpec{Name: "b"}, tulip.AgentToolOptions{Model: "mid"})
 	require.NoError(t, err)
@@ -354,3 +338,4 @@ func TestNestedSubAgentApproval(t *testing.T) {
 	assert.Equal(t, 1, childStarts(t, thread))
 	assert.Equal(t, 1, childStarts(t, thread+"/sub/b"))
 }
+

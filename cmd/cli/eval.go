@@ -96,12 +96,7 @@ func (e *env) eval(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := e.connect(c, true, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	opts, stop, err := e.forkWorker(s, t)
+	s, opts, stop, err := e.forkSession(c, t, true, *db)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,23 @@ func (t *forkTarget) ready(instructions string) error {
 	return err
 }
 
-// start starts the worker a fork needs (none with --task-queue) and
+// forkSession connects (an embedded server when allowed and none is
+// named) and starts the worker forks need: the session, the run options
+// every fork run shares, and a stop that ends both.
+func (e *env) forkSession(c *conn, t *forkTarget, embedded bool, db string) (*session, runclient.RunOptions, func(), error) {
+	s, err := e.connect(c, embedded, db)
+	if err != nil {
+		return nil, runclient.RunOptions{}, nil, err
+	}
+	opts, stop, err := e.forkWorker(s, t)
+	if err != nil {
+		s.Close()
+		return nil, opts, nil, err
+	}
+	return s, opts, func() { stop(); s.Close() }, nil
+}
+
+// forkWorker starts the worker a fork needs (none with --task-queue) and
 // returns the run options every fork run shares, and a stop.
 func (e *env) forkWorker(s *session, t *forkTarget) (runclient.RunOptions, func(), error) {
 	opts := runclient.RunOptions{TaskQueue: t.taskQueue, Model: t.mf.model, Instructions: t.instructions}
@@ -93,12 +109,7 @@ func (e *env) fork(args []string) error {
 		return err
 	}
 	origin := fs.Arg(0)
-	s, err := e.connect(c, *db != "", *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	opts, stop, err := e.forkWorker(s, t)
+	s, opts, stop, err := e.forkSession(c, t, *db != "", *db)
 	if err != nil {
 		return err
 	}
