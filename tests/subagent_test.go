@@ -338,4 +338,3 @@ func TestNestedSubAgentApproval(t *testing.T) {
 	assert.Equal(t, 1, childStarts(t, thread))
 	assert.Equal(t, 1, childStarts(t, thread+"/sub/b"))
 }
-
