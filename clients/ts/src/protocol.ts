@@ -132,6 +132,10 @@ export interface Checkpoint {
   fork?: {
     thread: string;
     at: number;
+    /**
+     * The fork runs the calls its origin never made; absent, a later run on the fork's thread holds them too.
+     */
+    live?: boolean;
     [k: string]: unknown;
   };
 }
