@@ -390,7 +390,30 @@ func (s *Server) signalGateway(sig syscall.Signal, paused bool) error {
 		return fmt.Errorf("s3server: %v: %w", sig, err)
 	}
 	s.paused = paused
+	if paused {
+		// A signal is delivered when the kernel next runs the process:
+		// until then it may still answer a request. Pause returns once
+		// it has stopped.
+		awaitStopped(s.gateway.cmd.Process.Pid, 2*time.Second)
+	}
 	return nil
+}
+
+// awaitStopped waits, up to d, until process pid is stopped (its state in
+// /proc is T); where /proc is absent it returns at once.
+func awaitStopped(pid int, d time.Duration) {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] == 'T' || b[i+2] == 't' {
+			return
+		}
+	}
 }
 
 // Logs returns the end of the storage and gateway logs.
