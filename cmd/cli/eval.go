@@ -32,6 +32,7 @@ type evalCall struct {
 	Response  int             `json:"response"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	args      *dedup.Args     // Arguments parsed, once (nil: not a JSON object)
 }
 
 // evalDifference is the first call where the fork and its origin differ:
@@ -319,7 +320,9 @@ func responses(msgs []activities.Message) (calls [][]evalCall, answer string) {
 		n := len(calls) + 1
 		var cs []evalCall
 		for _, tc := range m.ToolCalls {
-			cs = append(cs, evalCall{Response: n, Tool: tc.Name, Arguments: json.RawMessage(argsText(tc.Arguments))})
+			c := evalCall{Response: n, Tool: tc.Name, Arguments: json.RawMessage(argsText(tc.Arguments))}
+			c.args, _ = dedup.Parse(string(c.Arguments), dedup.Limits{MaxBytes: 1 << 30})
+			cs = append(cs, c)
 		}
 		calls = append(calls, cs)
 		answer = m.Content
@@ -342,12 +345,10 @@ func sameCall(a, b evalCall) bool {
 	if a.Tool != b.Tool {
 		return false
 	}
-	x, errA := dedup.Parse(string(a.Arguments), dedup.Limits{MaxBytes: 1 << 30})
-	y, errB := dedup.Parse(string(b.Arguments), dedup.Limits{MaxBytes: 1 << 30})
-	if errA != nil || errB != nil {
+	if a.args == nil || b.args == nil {
 		return string(a.Arguments) == string(b.Arguments)
 	}
-	return x.ValueEqual(y)
+	return a.args.ValueEqual(b.args)
 }
 
 // compare fills rep from the origin's and the fork's conversations.
@@ -375,12 +376,8 @@ func compare(rep *evalReport, origin, fork []activities.Message) {
 			if d.Origin != nil && d.Fork != nil && sameCall(*d.Origin, *d.Fork) {
 				continue
 			}
-			if d.Origin != nil && d.Fork != nil && d.Origin.Tool == d.Fork.Tool {
-				x, errA := dedup.Parse(string(d.Origin.Arguments), dedup.Limits{MaxBytes: 1 << 30})
-				y, errB := dedup.Parse(string(d.Fork.Arguments), dedup.Limits{MaxBytes: 1 << 30})
-				if errA == nil && errB == nil {
-					d.Differences, _ = dedup.Diff(x, y)
-				}
+			if d.Origin != nil && d.Fork != nil && d.Origin.Tool == d.Fork.Tool && d.Origin.args != nil && d.Fork.args != nil {
+				d.Differences, _ = dedup.Diff(d.Origin.args, d.Fork.args)
 			}
 			rep.Verdict, rep.DivergedAt, rep.FirstDifference = "diverged", i+1, d
 			break

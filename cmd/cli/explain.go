@@ -190,11 +190,7 @@ func originRecords(e *env, s *session, f *activities.ForkOf, agent string, rec *
 	}
 	var out []int
 	for i := range recs {
-		o := &recs[i]
-		if o.Response < f.At || o.Tool != rec.Tool || o.Origin == dedup.Cancelled {
-			continue
-		}
-		if a, err := dedup.Parse(o.Arguments, dedup.Limits{MaxBytes: 1 << 30}); err == nil && a.ValueEqual(rec.Args()) {
+		if o := &recs[i]; o.Response >= f.At && o.Origin != dedup.Cancelled && o.SameCall(rec.Tool, rec.Args()) {
 			out = append(out, o.Seq)
 		}
 	}

@@ -183,11 +183,14 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 	if r.resumed || !tool.Spec().Idempotent {
 		mode = calllog.Recorded
 	}
-	if h, held := r.holdsNew(tool, post, response, mode); held {
+	// In a fork: the origin made this call (it is served from there, and
+	// was approved there).
+	fromOrigin := r.origin != nil && r.origin.find(tool.Spec().Name, post) != nil
+	if h, held := r.holdsNew(tool, post, response, mode, fromOrigin); held {
 		h.model = args
 		return nil, h
 	}
-	if reason, ask := r.needsApproval(tool, post, response); ask && (r.origin == nil || r.origin.find(tool.Spec().Name, post) == nil) {
+	if reason, ask := r.needsApproval(tool, post, response); ask && !fromOrigin {
 		return nil, &hold{hook: ApprovalHook, reason: reason, model: args, post: post}
 	}
 	var pre *dedup.Args

@@ -108,10 +108,7 @@ func (r *run) setUpFork() error {
 func (o *forkOrigin) find(tool string, args *dedup.Args) *dedup.Record {
 	for i := range o.recs {
 		rec := &o.recs[i]
-		if rec.Response < o.in.At || rec.Tool != tool || rec.Origin == dedup.Cancelled || o.used[rec.Seq] {
-			continue
-		}
-		if a := rec.Args(); a != nil && a.ValueEqual(args) || a == nil && rec.ArgsHash != "" && rec.ArgsHash == args.ArgsHash() {
+		if rec.Response >= o.in.At && rec.Origin != dedup.Cancelled && !o.used[rec.Seq] && rec.SameCall(tool, args) {
 			return rec
 		}
 	}
@@ -136,16 +133,13 @@ func (o *forkOrigin) carried() *ForkInput {
 }
 
 // holdsNew reports whether a fork holds this call: the fork is not live,
-// the origin never made it (no unused record equals it), and the fork's
-// own log would not serve it.
-func (r *run) holdsNew(tool *activities.Tool, args *dedup.Args, response int, mode calllog.Mode) (*hold, bool) {
-	if r.origin == nil || r.origin.in.Live || r.isClient(tool) {
+// the origin never made it (fromOrigin: an unused record equals it), and
+// the fork's own log would not serve it.
+func (r *run) holdsNew(tool *activities.Tool, args *dedup.Args, response int, mode calllog.Mode, fromOrigin bool) (*hold, bool) {
+	if r.origin == nil || r.origin.in.Live || r.isClient(tool) || fromOrigin {
 		return nil, false
 	}
 	spec := tool.Spec()
-	if r.origin.find(spec.Name, args) != nil {
-		return nil, false
-	}
 	if mode == calllog.Matched {
 		if rec, _ := r.log.FindMatchingExecution(spec.Name, args, response); rec != nil {
 			return nil, false

@@ -247,9 +247,7 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 		}
 		// A dangling call runs without matching and is never recorded.
 		st := r.launch(ctx, tool, call, args, nil, r.log.Response(), calllog.Unrecorded)
-		if st.line.Outcome == OutcomeExecuted { // not served from a fork's origin
-			st.line.Outcome = OutcomeDangling
-		}
+		markDangling(st)
 		steps = r.enqueue(ctx, steps, st)
 	}
 	r.finish(ctx, steps)
@@ -297,10 +295,16 @@ func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool
 		return nil
 	}
 	st := r.launch(ctx, tool, call, args, pre, response, calllog.Unrecorded)
-	if st.line.Outcome == OutcomeExecuted { // not served from a fork's origin
+	markDangling(st)
+	return st
+}
+
+// markDangling marks a held call a resume performs: it ran (dangling),
+// unless a fork's origin served it.
+func markDangling(st *step) {
+	if st.line.Outcome == OutcomeExecuted {
 		st.line.Outcome = OutcomeDangling
 	}
-	return st
 }
 
 // waitResume publishes the open interrupt (raised by hook), waits for the

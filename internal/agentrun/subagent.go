@@ -46,6 +46,9 @@ type childRun struct {
 	lines []TraceLine
 }
 
+// key names the interrupt across the sub-agents' runs.
+func (ci ChildInterrupt) key() string { return ci.WorkflowID + "/" + ci.RunID + "/" + ci.Interrupt.ID }
+
 // ErrSubAgent is the error type of a sub-agent call whose child run
 // failed (or could not start): the call's recorded error.
 const ErrSubAgent = "tulip.SubAgentFailed"
@@ -142,7 +145,7 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 			sel.AddReceive(interrupts, func(ch wf.ReceiveChannel, _ bool) {
 				var ci ChildInterrupt
 				ch.Receive(ctx, &ci)
-				key := ci.WorkflowID + "/" + ci.RunID + "/" + ci.Interrupt.ID
+				key := ci.key()
 				gone := func() bool { return cf.IsReady() || r.withdrawn[key] }
 				if !gone() {
 					r.relayInterrupt(ctx, ci, gone)
@@ -184,7 +187,7 @@ func (r *run) routeChildSignals(ctx wf.Context) {
 				return
 			}
 			if ci.Withdrawn {
-				r.withdrawn[ci.WorkflowID+"/"+ci.RunID+"/"+ci.Interrupt.ID] = true
+				r.withdrawn[ci.key()] = true
 				continue
 			}
 			if ch := r.childChans[ci.WorkflowID]; ch != nil && !ch.SendAsync(ci) {
@@ -217,29 +220,32 @@ func (r *run) relayInterrupt(ctx wf.Context, ci ChildInterrupt, gone func() bool
 // tellWithdrawn, in a sub-agent's run, signals its parent that the
 // interrupt id (relayed from its own sub-agent) is withdrawn.
 func (r *run) tellWithdrawn(ctx wf.Context, id string) {
-	p := r.in.Parent
-	if p == nil {
-		return
-	}
-	info := wf.GetInfo(ctx)
-	ci := ChildInterrupt{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Interrupt: Interrupt{ID: id}, Withdrawn: true}
-	_ = wf.SignalExternalWorkflow(ctx, p.WorkflowID, "", SignalChildInterrupt, ci).Get(ctx, nil)
+	r.signalParent(ctx, ChildInterrupt{Interrupt: Interrupt{ID: id}, Withdrawn: true})
 }
 
 // tellParent, in a sub-agent's run, signals its parent that the run is
 // interrupted (a child on its own: nothing).
 func (r *run) tellParent(ctx wf.Context) {
-	p := r.in.Parent
-	if p == nil || r.interrupt == nil {
+	if r.interrupt == nil {
 		return
 	}
 	it := *r.interrupt
 	if it.Agent == "" {
 		it.Agent = r.agentPath()
 	}
+	r.signalParent(ctx, ChildInterrupt{Interrupt: it, Rerun: r.holdRerun})
+}
+
+// signalParent sends ci, from this run, to its parent's current run (a
+// run with no parent: nothing).
+func (r *run) signalParent(ctx wf.Context, ci ChildInterrupt) {
+	p := r.in.Parent
+	if p == nil {
+		return
+	}
 	info := wf.GetInfo(ctx)
-	ci := ChildInterrupt{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Interrupt: it, Rerun: r.holdRerun}
+	ci.WorkflowID, ci.RunID = info.WorkflowExecution.ID, info.WorkflowExecution.RunID
 	if err := wf.SignalExternalWorkflow(ctx, p.WorkflowID, "", SignalChildInterrupt, ci).Get(ctx, nil); err != nil {
-		wf.GetLogger(ctx).Warn("the parent run was not told of this interrupt", "parent", p.WorkflowID, "error", err)
+		wf.GetLogger(ctx).Warn("the parent run was not told", "parent", p.WorkflowID, "withdrawn", ci.Withdrawn, "error", err)
 	}
 }

@@ -132,6 +132,20 @@ func (r *Record) HeldBy() string {
 // run (HeldBy), and it matches by ArgsHash.
 func (r *Record) Thin() bool { return r.args == nil && r.ArgsHash != "" }
 
+// SameCall reports whether r is a call of tool with arguments equal to
+// args by the value model (a thin record's by its hash, which is exact for
+// value equality).
+func (r *Record) SameCall(tool string, args *Args) bool {
+	switch {
+	case r.Tool != tool:
+		return false
+	case r.args != nil:
+		return r.args.ValueEqual(args)
+	default:
+		return r.ArgsHash != "" && r.ArgsHash == args.ArgsHash()
+	}
+}
+
 // Pending reports whether the record's outcome is not known yet (a call
 // still executing, or served from one that is).
 func (r *Record) Pending() bool { return r.pending }

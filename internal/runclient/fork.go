@@ -79,13 +79,14 @@ func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) 
 			}
 		}
 	}
-	recs, err := LogOf(cp, agent)
+	l, err := restoreOf(cp, agent)
 	if err != nil {
 		return nil, &ForkError{Thread: thread, Reason: err.Error()}
 	}
+	var recs []dedup.Record
 	responses := 0
-	if l, err := restoreOf(cp, agent); err == nil && l != nil {
-		responses = l.Response()
+	if l != nil {
+		recs, responses = l.Records(), l.Response()
 		if responses != n {
 			// The log's responses are what a record's Response counts:
 			// they must be the conversation's, or the cut would fall
