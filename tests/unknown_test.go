@@ -124,6 +124,9 @@ type unknownCase struct {
 	name, onUnknown, fault string
 	checkFails             bool
 	twin                   bool // idempotent, and called twice in one response
+	// again: idempotent, and called again, identically, in the next
+	// response (after the hold is answered: served from the log).
+	again bool
 	// resume answers the interrupt of a tool that holds (id: the
 	// interrupt's).
 	resume     func(id string) agent.ResumeInput
@@ -161,6 +164,14 @@ var unknownCases = []unknownCase{
 	{name: "before-hold-approve", onUnknown: "hold", fault: "before", charges: 1, resolution: "retried", resume: agent.Approve},
 	{name: "ambiguous-hold-decline", onUnknown: "hold", fault: "ambiguous", charges: 1, resolution: "unresolved",
 		resume: func(id string) agent.ResumeInput { return agent.Decline(id, "finance will reconcile it by hand") }},
+	// The person's answer is about that call: the run goes on matching,
+	// and the identical charge of the next response is served from the
+	// record the answer made (not charged again at a bank that ignores
+	// the key).
+	{name: "lost-hold-answer-again", onUnknown: "hold", fault: "lost", again: true, charges: 1, resolution: "answered",
+		resume: func(id string) agent.ResumeInput {
+			return agent.ClientResults(id, agent.ToolResult{CallID: "c1", Output: `{"charge_id":"ch-1"}`})
+		}},
 	// One execution allowed: the hold offers no re-run, and refuses one.
 	{name: "ambiguous-hold-used", onUnknown: "hold", fault: "ambiguous", charges: 1, resolution: "answered", attempts: 1,
 		resume: func(id string) agent.ResumeInput {
@@ -179,7 +190,7 @@ const unknownHistories = "testdata/unknown"
 func (tc unknownCase) options(t *testing.T, bk *bank, keys *[]string) tulip.Options {
 	var mu sync.Mutex
 	attempts := map[string]int{} // key -> attempts of the body
-	spec := tulip.ToolSpec{Name: "charge", OnUnknown: tc.onUnknown, Idempotent: tc.twin}
+	spec := tulip.ToolSpec{Name: "charge", OnUnknown: tc.onUnknown, Idempotent: tc.twin || tc.again}
 	maxAttempts := tc.attempts
 	if maxAttempts == 0 {
 		maxAttempts = 3
@@ -228,6 +239,9 @@ func (tc unknownCase) options(t *testing.T, bk *bank, keys *[]string) tulip.Opti
 				calls = append(calls, tulip.ToolCall{ID: "c2", Name: "charge", Arguments: `{"order":"` + order + `"}`})
 			}
 			return tulip.ModelResponse{ToolCalls: calls}, nil
+		}
+		if req.Turn == 2 && tc.again {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "c3", Name: "charge", Arguments: `{"order":"` + order + `"}`}}}, nil
 		}
 		return tulip.ModelResponse{Text: "done"}, nil
 	})
@@ -292,6 +306,13 @@ func TestUnknownOutcomeIsChecked(t *testing.T) {
 			line := res.Trace[len(res.Trace)-1]
 			if tc.twin {
 				line = res.Trace[0]
+			}
+			if tc.again {
+				line = res.Trace[len(res.Trace)-2]
+				again := res.Trace[len(res.Trace)-1]
+				assert.Equal(t, "c3", again.CallID)
+				assert.Equal(t, agent.Served, again.Outcome, "the answer left matching on")
+				assert.JSONEq(t, `{"charge_id":"ch-1"}`, string(again.Result), "served the person's answer")
 			}
 			assert.Equal(t, agent.Executed, line.Outcome)
 			for _, k := range keys {

@@ -47,7 +47,7 @@ func (e *env) soak(args []string) error {
 	fs.IntVar(&o.S3Pauses, "s3-pauses", 0, "with --store s3: SIGSTOP the S3 server's gateway for --pause-for this many times")
 	fs.IntVar(&o.S3SlowDowns, "s3-slow-downs", 0, "with --store s3: the proxy answers every S3 request 503 SlowDown for --pause-for this many times")
 	e.codecFlag(fs, &o.CodecKeyFile)
-	fs.StringVar(&o.OnUnknown, "on-unknown", "", "issue_refund's OnUnknown in the workers: check (a lost attempt is a question to billing, by key) or empty (Temporal retries it)")
+	fs.StringVar(&o.OnUnknown, "on-unknown", "", "issue_refund's OnUnknown in the workers: check (a lost attempt is a question to billing, by key), hold (the run waits; the soak answers from billing's lookup by key, as a person would) or empty (Temporal retries it)")
 	fs.Float64Var(&o.EffectKills, "effect-kills", 0, "the chance (0 to 1) that a worker SIGKILLs itself inside issue_refund after billing answered, on a call's first attempt")
 	fs.StringVar(&o.Inject, "inject", "", "break the workers on purpose, a control the checker must catch: dedup-off, served-but-ran, no-thread-store (with --history-deletes), or no-cas (with --store s3: thread saves without their conditional writes)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON line")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Options configure Run. Every zero value is documented; Run fills them in.
@@ -99,8 +100,11 @@ type Options struct {
 	// each. Zero value: none.
 	S3Restarts, S3Pauses, S3SlowDowns int
 	// OnUnknown is issue_refund's ToolSpec.OnUnknown in the workers: ""
-	// (Temporal retries a lost attempt) or "check" (the run asks billing
-	// by key). Zero value: "".
+	// (Temporal retries a lost attempt), "check" (the run asks billing by
+	// key) or "hold" (the run waits for an answer: the workload looks the
+	// key up at billing, as a person would, and answers with the receipt,
+	// or approves a run again with the key when billing has none). Zero
+	// value: "".
 	OnUnknown string
 	// EffectKills is the chance (0 to 1) that a worker SIGKILLs itself
 	// inside issue_refund's body after billing answered and before the
@@ -171,8 +175,8 @@ func (o *Options) fill() error {
 	switch {
 	case o.Workers < 1 || o.Threads < 1 || o.Runs < 0 || o.Duration < 0:
 		return &UsageError{"workers and threads must be at least 1, runs and duration not negative"}
-	case o.OnUnknown != "" && o.OnUnknown != "check":
-		return &UsageError{fmt.Sprintf("--on-unknown %q: check, or none (retry)", o.OnUnknown)}
+	case o.OnUnknown != "" && o.OnUnknown != activities.OnUnknownCheck && o.OnUnknown != activities.OnUnknownHold:
+		return &UsageError{fmt.Sprintf("--on-unknown %q: check, hold, or none (retry)", o.OnUnknown)}
 	case o.EffectKills < 0 || o.EffectKills > 1:
 		return &UsageError{fmt.Sprintf("--effect-kills %v: a chance, 0 to 1", o.EffectKills)}
 	case o.Inject != "" && !slices.Contains(Injections, o.Inject):

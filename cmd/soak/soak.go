@@ -122,7 +122,7 @@ func (s *soak) setUp(ctx context.Context) error {
 		return err
 	}
 	tq := "soak-" + randomID()
-	s.w = &workload{c: s.c, dc: dc, tq: tq, continueAfter: s.o.ContinueAfterTurns, plainEvery: s.o.PlainEvery}
+	s.w = &workload{c: s.c, dc: dc, tq: tq, continueAfter: s.o.ContinueAfterTurns, plainEvery: s.o.PlainEvery, billing: billing.Client{BaseURL: s.bill.URL()}}
 	args := []string{"soak-worker", "--address", s.proxy.Address(), "--namespace", s.o.Namespace, "--task-queue", tq,
 		"--cache-size", fmt.Sprint(s.o.CacheSize), "--billing", s.bill.URL(), "--pager", s.page.URL(),
 		"--attempts", s.attemptsFile(), "--log-level", s.o.LogLevel, "--model-latency", s.o.ModelLatency.String()}

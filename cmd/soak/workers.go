@@ -272,9 +272,10 @@ func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 }
 
 // refundUnknown declares issue_refund again: with opts.OnUnknown (for
-// "check", asking billing by key, and 5 s an attempt, after which a lost
-// one is checked), and killing its worker after billing answered, on a
-// call's first attempt, with chance opts.EffectKills.
+// "check", asking billing by key; with it or "hold", 5 s an attempt,
+// after which a lost one is checked or held), and killing its worker
+// after billing answered, on a call's first attempt, with chance
+// opts.EffectKills.
 func refundUnknown(tools []*activities.Tool, opts WorkerOptions) ([]*activities.Tool, error) {
 	bill := billing.Client{BaseURL: opts.Billing}
 	out := make([]*activities.Tool, 0, len(tools))
@@ -285,8 +286,10 @@ func refundUnknown(tools []*activities.Tool, opts WorkerOptions) ([]*activities.
 		}
 		spec, o := t.Spec(), t.Options()
 		spec.OnUnknown = opts.OnUnknown
-		if opts.OnUnknown == activities.OnUnknownCheck {
+		if opts.OnUnknown != "" {
 			o.StartToCloseTimeout = 5 * time.Second
+		}
+		if opts.OnUnknown == activities.OnUnknownCheck {
 			o.Check = func(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
 				rc, ok, err := bill.Lookup(ctx, in.IdempotencyKey)
 				if err != nil || !ok {

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/internal/scenario"
 )
@@ -126,6 +128,9 @@ type workload struct {
 	tq            string
 	continueAfter int
 	plainEvery    int
+	// billing answers the holds of calls whose outcome is unknown (by
+	// key, as a person would look a refund up).
+	billing billing.Client
 }
 
 func (w *workload) threadID(t int) string { return fmt.Sprintf("%s-thread-%d", w.tq, t) }
@@ -166,9 +171,42 @@ func (w *workload) play(ctx context.Context, r *run) {
 			r.status = res.Status
 			return
 		}
-		w.resume(ctx, r, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
+		in := agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true}
+		if res.Interrupt.Hook == agentrun.UnknownHook {
+			in = w.answerHold(ctx, res)
+		}
+		w.resume(ctx, r, in)
 		skip = res.Interrupt.ID
 	}
+}
+
+// answerHold answers the hold of a call whose outcome is unknown (res's
+// interrupt) as a person would: billing is asked by the held call's key;
+// its receipt is the call's result, and with none the call runs again,
+// with the same key. Billing's lookup failing (it never does in a soak)
+// is asked again.
+func (w *workload) answerHold(ctx context.Context, res *agentrun.RunResult) agentrun.ResumeInput {
+	it := res.Interrupt
+	id := it.Held[0].ID
+	key := ""
+	for _, l := range res.Trace {
+		if l.CallID == id && l.Outcome == agentrun.OutcomeHeld {
+			key = l.Key
+		}
+	}
+	for ctx.Err() == nil {
+		rc, found, err := w.billing.Lookup(ctx, key)
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if !found {
+			break
+		}
+		out, _ := json.Marshal(rc)
+		return agentrun.ResumeInput{InterruptID: it.ID, Results: []agentrun.ToolResult{{CallID: id, Output: string(out)}}}
+	}
+	return agentrun.ResumeInput{InterruptID: it.ID, PerformDangling: true}
 }
 
 func (w *workload) resume(ctx context.Context, r *run, in agentrun.ResumeInput) {

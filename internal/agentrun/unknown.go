@@ -166,8 +166,10 @@ func (r *run) resolveUnknown(st *step, tool *activities.Tool, in activities.Tool
 // holdUnknown interrupts the run at the call of st, whose outcome is
 // unknown (cause), and returns the resume that answers it. The call shows
 // a held line meanwhile. One interrupt is open at a time: it waits for
-// any other to be answered first. A resume counts as any resume does:
-// the calls after it run without matching.
+// any other to be answered first. Its answer is about this one call's
+// outcome, as a client tool's result is, and adds nothing to the
+// conversation: the run goes on matching after it, in the same phase
+// (a person's answer to a hook's interrupt is what turns matching off).
 func (r *run) holdUnknown(ctx wf.Context, st *step, cause string, heartbeat bool, startToClose time.Duration, again bool) (*ResumeInput, error) {
 	if err := r.awaitNoInterrupt(ctx); err != nil {
 		return nil, err
@@ -189,9 +191,12 @@ func (r *run) holdUnknown(ctx wf.Context, st *step, cause string, heartbeat bool
 	if err != nil {
 		return nil, err
 	}
-	r.resumed = true
-	r.phase++
-	r.phaseTurn = 0
+	if wf.GetVersion(ctx, "tulip-unknown-hold-matches", wf.DefaultVersion, 1) == wf.DefaultVersion {
+		// Runs before the change counted it as any resume.
+		r.resumed = true
+		r.phase++
+		r.phaseTurn = 0
+	}
 	return resume, nil
 }
 
