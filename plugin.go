@@ -215,7 +215,7 @@ func (o Options) internal() workerplugin.Options {
 		if tool, ok := t.(*Tool); ok {
 			w.Tools = append(w.Tools, tool.t)
 		} else {
-			w.Toolsets = append(w.Toolsets, toolset{t})
+			w.Toolsets = append(w.Toolsets, activities.PublicToolset(t))
 		}
 	}
 	if o.ThreadStore != nil {

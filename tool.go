@@ -19,6 +19,14 @@ import (
 // A run reads its toolsets' lists once, in an activity, before its first
 // model call, so the list a run uses is in its history: a replay and every
 // other worker see the same tools whatever a toolset lists later.
+//
+// A Toolset that also has the method
+//
+//	Check(ctx context.Context, in ToolInput) (result json.RawMessage, applied bool, err error)
+//
+// may list tools whose OnUnknown is "check": it answers for them as
+// ToolOptions.Check does for a Go tool (an MCP server names a tool of its
+// own for it).
 type Toolset interface {
 	// Name names the toolset; unique among a worker's toolsets.
 	Name() string
@@ -232,6 +240,26 @@ func (a toolset) Call(ctx context.Context, in activities.ToolInput) (activities.
 	return activities.ToolOutput{Result: out.Result}, err
 }
 
+// checkingToolset adapts a Toolset that has a Check method.
+type checkingToolset struct {
+	toolset
+	check func(ctx context.Context, in ToolInput) (json.RawMessage, bool, error)
+}
+
+func (a checkingToolset) Check(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
+	return a.check(ctx, ToolInput(in))
+}
+
+// publicCheckingToolset adapts the runtime's toolset that checks.
+type publicCheckingToolset struct {
+	publicToolset
+	check activities.ToolsetChecker
+}
+
+func (a publicCheckingToolset) Check(ctx context.Context, in ToolInput) (json.RawMessage, bool, error) {
+	return a.check.Check(ctx, activities.ToolInput(in))
+}
+
 // publicToolset adapts the runtime's toolset (a Go tool of the module's
 // own, say) to a Toolset.
 type publicToolset struct{ ts activities.Toolset }
@@ -281,12 +309,20 @@ func init() {
 			return t.t
 		case activities.Toolset:
 			return t
+		case interface {
+			Toolset
+			Check(context.Context, ToolInput) (json.RawMessage, bool, error)
+		}:
+			return checkingToolset{toolset{t}, t.Check}
 		}
 		return toolset{ts.(Toolset)}
 	}
 	activities.InternalToolset = func(ts activities.Toolset) any {
 		if t, ok := ts.(*activities.Tool); ok {
 			return &Tool{t}
+		}
+		if c, ok := ts.(activities.ToolsetChecker); ok {
+			return publicCheckingToolset{publicToolset{ts}, c}
 		}
 		return publicToolset{ts}
 	}

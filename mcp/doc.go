@@ -23,6 +23,13 @@
 //     served on repeat, whose worker was lost mid-call, waits for a person
 //     (tulip.ToolSpec.OnUnknown "hold") rather than run again; set
 //     Server.OnUnknown to choose.
+//   - Checks if lost: a tool named in Server.Checks; the check tool it
+//     names is asked, by key, whether the lost call was applied (see
+//     Toolset.Check for the convention it follows).
+//
+// A call whose connection breaks after its request was sent may have run:
+// its error is of kind tulip.Ambiguous, an unknown outcome. One whose
+// request never went out is ErrTransport.
 //
 // A call sends tulip's downstream idempotency key in the request's _meta
 // under MetaIdempotencyKey ("io.tulip/idempotency-key"), and the model's

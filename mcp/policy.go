@@ -13,9 +13,12 @@ type Behaviour struct {
 	// Approval: every call waits for a person's approval.
 	Approval bool `json:"approval"`
 	// OnUnknown is the tool's tulip.ToolSpec.OnUnknown: "hold" (a call
-	// whose worker was lost waits for a person) or "" (Temporal retries
-	// it).
+	// whose worker was lost waits for a person), "check" (the server's
+	// Check tool is asked) or "" (Temporal retries it).
 	OnUnknown string `json:"on_unknown,omitempty"`
+	// Check names (by MCP name) the tool that checks a lost call, with
+	// OnUnknown "check" (Server.Checks).
+	Check string `json:"check,omitempty"`
 	// Why explains Idempotent, then Approval, in a few words.
 	Why string `json:"why"`
 }
@@ -30,8 +33,11 @@ func (b Behaviour) String() string {
 	if b.Approval {
 		s = "asks approval; " + s
 	}
-	if b.OnUnknown == "hold" {
+	switch b.OnUnknown {
+	case "hold":
 		s += "; holds if lost"
+	case "check":
+		s += "; if lost, asks " + b.Check
 	}
 	return s
 }
@@ -58,6 +64,8 @@ func (s Server) Decide(mcpName string, a *sdk.ToolAnnotations) Behaviour {
 		b.Why = "trusted, no idempotentHint"
 	}
 	switch {
+	case s.Checks[mcpName] != "":
+		b.OnUnknown, b.Check = "check", s.Checks[mcpName]
 	case s.OnUnknown != "":
 		b.OnUnknown = s.OnUnknown
 	case !s.Trust && !b.Idempotent:

@@ -67,6 +67,14 @@ type Server struct {
 	// same key). Zero value: "hold" for an untrusted server's tools that
 	// are not idempotent, "retry" for the rest.
 	OnUnknown string
+	// Checks names, for a tool (by MCP name), a tool of the same server
+	// that says whether a call of it was applied (see the package doc
+	// for the convention it follows). A lost call of the tool is then
+	// asked about (tulip.ToolSpec.OnUnknown "check", whatever OnUnknown
+	// says): its answer is the call's outcome, and the call runs again,
+	// with the same key, only when it was not applied. Both tools must be
+	// listed by the server. Zero value: no tool is checked.
+	Checks map[string]string
 }
 
 // nameRE is a tulip tool name, and a server name.
@@ -114,6 +122,14 @@ func (s Server) Validate() error {
 	case "", "retry", "hold":
 	default:
 		return bad("OnUnknown", "must be \"retry\" or \"hold\" (a check is a Go tool's)")
+	}
+	for tool, check := range s.Checks {
+		switch {
+		case tool == "" || check == "":
+			return bad("Checks", "names an empty tool")
+		case tool == check:
+			return bad("Checks", "tool %q cannot check itself", tool)
+		}
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,10 +16,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip"
 )
@@ -230,6 +233,9 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 		}
 		seen[name] = true
 		b := t.srv.Decide(tool.Name, tool.Annotations)
+		if b.Check != "" && !slices.ContainsFunc(tools, func(c *sdk.Tool) bool { return c.Name == b.Check }) {
+			return nil, &ConfigError{Server: t.srv.Name, Field: "Checks", Reason: fmt.Sprintf("names %q as the check of tool %q, and the server lists no such tool", b.Check, tool.Name)}
+		}
 		spec := tulip.ToolSpec{
 			Name:        name,
 			Description: t.red.text(tool.Description),
@@ -253,6 +259,11 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 		}
 		out = append(out, ToolInfo{Server: t.srv.Name, MCPName: tool.Name, Annotations: ann, Behaviour: b, Spec: spec})
 	}
+	for tool := range t.srv.Checks {
+		if !slices.ContainsFunc(tools, func(c *sdk.Tool) bool { return c.Name == tool }) {
+			return nil, &ConfigError{Server: t.srv.Name, Field: "Checks", Reason: fmt.Sprintf("names tool %q, which the server does not list", tool)}
+		}
+	}
 	return &listing{tools: out, expires: time.Now().Add(ttl)}, nil
 }
 
@@ -260,51 +271,160 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 // in.IdempotencyKey and in.CallID in the request's _meta. Its result is the
 // tool's structuredContent when it has one, else its content blocks as a
 // JSON array. Errors are temporal.ApplicationErrors: ErrToolError (isError),
-// ErrProtocolError (a JSON-RPC error), ErrTransport (retryable),
-// ErrUnknownTool and string(tulip.ArgumentDecode).
+// ErrProtocolError (a JSON-RPC error), ErrTransport (the request was not
+// sent; retryable), string(tulip.Ambiguous) (the connection broke after
+// the request was sent: it may have run; retryable unless the tool holds
+// or checks), ErrUnknownTool and string(tulip.ArgumentDecode).
 func (t *Toolset) Call(ctx context.Context, in tulip.ToolInput) (tulip.ToolOutput, error) {
+	name, args, err := t.input(in)
+	if err != nil {
+		return tulip.ToolOutput{}, err
+	}
+	res, err := t.call(ctx, name, args, in)
+	if err != nil {
+		return tulip.ToolOutput{}, err
+	}
+	return t.result(in.Tool, res)
+}
+
+// input is in's MCP tool name and arguments.
+func (t *Toolset) input(in tulip.ToolInput) (string, json.RawMessage, error) {
 	name, ok := t.mcpName(in.Tool)
 	if !ok {
-		return tulip.ToolOutput{}, tulip.ToolError(
+		return "", nil, tulip.ToolError(
 			fmt.Sprintf("mcp: server %q has no tool %q (its tools are prefixed %q)", t.srv.Name, in.Tool, t.srv.Name+"_"), ErrUnknownTool, true)
 	}
 	args, err := objectArgs(in.Arguments)
 	if err != nil {
-		return tulip.ToolOutput{}, tulip.ToolError(
+		return "", nil, tulip.ToolError(
 			fmt.Sprintf("tool %s: arguments do not decode: %v", in.Tool, err), string(tulip.ArgumentDecode), true)
+	}
+	return name, args, nil
+}
+
+// call sends tools/call of the MCP tool name with args, and in's key and
+// call id in _meta, on the connection: once more on a new one when the
+// first was found closed before the request went out. Its errors are
+// ErrProtocolError, ErrTransport (not sent) and tulip.Ambiguous (the
+// connection broke after the request was sent), or ctx's.
+func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, in tulip.ToolInput) (*sdk.CallToolResult, error) {
+	meta := sdk.Meta{MetaCallID: in.CallID}
+	if in.IdempotencyKey != "" {
+		meta[MetaIdempotencyKey] = in.IdempotencyKey
 	}
 	for attempt := 0; ; attempt++ {
 		s, err := t.session(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return tulip.ToolOutput{}, ctx.Err()
+				return nil, ctx.Err()
 			}
-			return tulip.ToolOutput{}, tulip.ToolError(err.Error(), ErrTransport, false)
-		}
-		meta := sdk.Meta{MetaCallID: in.CallID}
-		if in.IdempotencyKey != "" {
-			meta[MetaIdempotencyKey] = in.IdempotencyKey
+			return nil, tulip.ToolError(err.Error(), ErrTransport, false)
 		}
 		res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args, Meta: meta})
 		if err == nil {
-			return t.result(in.Tool, res)
+			return res, nil
 		}
 		if ctx.Err() != nil {
-			return tulip.ToolOutput{}, ctx.Err()
+			return nil, ctx.Err()
 		}
+		msg := fmt.Sprintf("mcp: server %q: tool %q: %s", t.srv.Name, name, t.red.text(oneLine(err.Error())))
 		if isProtocolError(err) {
-			return tulip.ToolOutput{}, tulip.ToolError(
-				fmt.Sprintf("mcp: server %q: tool %q: %s", t.srv.Name, name, t.red.text(oneLine(err.Error()))), ErrProtocolError, true)
+			return nil, tulip.ToolError(msg, ErrProtocolError, true)
 		}
 		t.drop(s)
-		if attempt == 0 && errors.Is(err, sdk.ErrConnectionClosed) {
-			// The session was already closed: the request was never sent.
-			// Once more, on a new connection.
-			continue
+		if notSent(err) {
+			if attempt == 0 && errors.Is(err, sdk.ErrConnectionClosed) {
+				// The session was already closed: once more, on a new
+				// connection.
+				continue
+			}
+			return nil, tulip.ToolError(msg, ErrTransport, false)
 		}
-		return tulip.ToolOutput{}, tulip.ToolError(
-			fmt.Sprintf("mcp: server %q: tool %q: %s", t.srv.Name, name, t.red.text(oneLine(err.Error()))), ErrTransport, false)
+		return nil, tulip.ToolError(msg+" (the connection broke after the request was sent: the call may have run)", string(tulip.Ambiguous), false)
 	}
+}
+
+// notSent: a failed call's request never reached the server. The SDK
+// reports ErrConnectionClosed only for a connection found closed before
+// the request was written; a refused connection and an unknown host fail
+// before anything is sent. Anything else (the connection broke while the
+// request was written or awaited) may have reached it.
+func notSent(err error) bool {
+	var dns *net.DNSError
+	return errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns)
+}
+
+// Check asks the server's check tool for in.Tool (Server.Checks) whether
+// the call in, whose outcome is unknown, was applied. The check tool is
+// called with {"idempotency_key": KEY, "tool": MCP_NAME, "arguments":
+// ARGS} (and the key and call id in _meta, as any call) and answers, in
+// its structured content or a text block holding the JSON, {"applied":
+// true, "result": R} (R is the call's result) or {"applied": false}. An
+// isError answer, or one of another form, fails the check (ErrToolError,
+// ErrCheckAnswer); a transport failure is retryable (a check is a read).
+func (t *Toolset) Check(ctx context.Context, in tulip.ToolInput) (json.RawMessage, bool, error) {
+	name, args, err := t.input(in)
+	if err != nil {
+		return nil, false, err
+	}
+	check := t.srv.Checks[name]
+	if check == "" {
+		return nil, false, tulip.ToolError(fmt.Sprintf("mcp: server %q: tool %q has no check (Server.Checks)", t.srv.Name, name), ErrUnknownTool, true)
+	}
+	q, err := json.Marshal(checkQuestion{Key: in.IdempotencyKey, Tool: name, Arguments: args})
+	if err != nil {
+		return nil, false, tulip.ToolError(fmt.Sprintf("tool %s: check question: %v", in.Tool, err), string(tulip.ArgumentDecode), true)
+	}
+	res, err := t.call(ctx, check, q, in)
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == string(tulip.Ambiguous) {
+		return nil, false, tulip.ToolError(ae.Message(), ErrTransport, false)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out, err := t.result(check, res)
+	if err != nil {
+		return nil, false, err
+	}
+	var a checkAnswer
+	if err := json.Unmarshal(answerJSON(out.Result), &a); err != nil || a.Applied == nil {
+		return nil, false, tulip.ToolError(fmt.Sprintf(`mcp: server %q: check %q of tool %q: the answer is not {"applied": true|false, "result": ...}: %.200s`,
+			t.srv.Name, check, name, out.Result), ErrCheckAnswer, true)
+	}
+	if !*a.Applied {
+		return nil, false, nil
+	}
+	if len(a.Result) == 0 {
+		a.Result = json.RawMessage("null")
+	}
+	return a.Result, true, nil
+}
+
+// checkQuestion is what a check tool is called with.
+type checkQuestion struct {
+	Key       string          `json:"idempotency_key"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// checkAnswer is what a check tool answers.
+type checkAnswer struct {
+	Applied *bool           `json:"applied"`
+	Result  json.RawMessage `json:"result"`
+}
+
+// answerJSON is a check tool's answer as a JSON object: its structured
+// content, or (a result of content blocks) its one text block's JSON.
+func answerJSON(result json.RawMessage) []byte {
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(result, &blocks) == nil && len(blocks) == 1 && blocks[0].Type == "text" {
+		return []byte(blocks[0].Text)
+	}
+	return result
 }
 
 // mcpName strips the prefix from a tulip tool name.

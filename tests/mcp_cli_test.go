@@ -58,6 +58,9 @@ func TestCLIMCPToolsBadInput(t *testing.T) {
 		{"header without colon", []string{"mcp", "tools", "--mcp-url", "w=http://x", "--mcp-header", "w=sup3rs3cretvalue"}, 2, `--mcp-header for "w": want NAME=Key: Value`},
 		{"env for a url server", []string{"mcp", "tools", "--mcp-url", "w=http://x", "--mcp-env", "w=TOKEN=sup3rs3cretvalue"}, 2, `Env is for a Command server`},
 		{"bad idempotent", []string{"mcp", "tools", "--mcp", "fs=a", "--mcp-idempotent", "fs"}, 2, `--mcp-idempotent "fs": want NAME=TOOL`},
+		{"bad check", []string{"mcp", "tools", "--mcp", "fs=a", "--mcp-check", "fs=refund"}, 2, `--mcp-check "fs=refund": want NAME=TOOL=CHECK`},
+		{"self check", []string{"mcp", "tools", "--mcp", "fs=a", "--mcp-check", "fs=refund=refund"}, 2, `Checks tool "refund" cannot check itself`},
+		{"check of no server", []string{"mcp", "tools", "--mcp", "fs=a", "--mcp-check", "fx=refund=status"}, 2, `--mcp-check: no --mcp or --mcp-url server is named "fx"`},
 		{"cannot start", []string{"mcp", "tools", "--mcp", "fs=/nonexistent/server --flag", "--mcp-env", "fs=TOKEN=sup3rs3cretvalue"}, 1, `mcp: server "fs": cannot connect:`},
 		{"mcp on resume without db", []string{"resume", "t", "--answer", "x", "--mcp", "fs=a"}, 2, "--mcp flags need --db"},
 		{"bad mcp on dev", []string{"dev", "--mcp", "nope"}, 2, `--mcp "nope"`},
@@ -140,6 +143,15 @@ func TestCLIMCPTools(t *testing.T) {
 	_, stderr, code = runCLI(t, "mcp", "tools", "--mcp", spec, "--mcp-not-idempotent", "fs=write_fle")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, `tulip: mcp: server "fs": NotIdempotent names tool "write_fle", which the server does not list`)
+
+	// A check named in the config: shown; one the server does not list is
+	// refused.
+	stdout, stderr, code = runCLI(t, "mcp", "tools", "--mcp", spec, "--mcp-check", "fs=move_file=get_file_info")
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `(?m)^fs\s+move_file\s+.*runs every time; if lost, asks get_file_info\s+`, stdout)
+	_, stderr, code = runCLI(t, "mcp", "tools", "--mcp", spec, "--mcp-check", "fs=move_file=file_status")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `tulip: mcp: server "fs": Checks names "file_status" as the check of tool "move_file", and the server lists no such tool`)
 }
 
 // `tulip dev --mcp` connects to the server, lists it, gives its toolset to

@@ -28,6 +28,7 @@ type mcpConfig struct {
 	retry   []string
 	idem    []string // NAME=TOOL
 	notIdem []string // NAME=TOOL
+	checks  []string // NAME=TOOL=CHECK
 	approve bool
 }
 
@@ -63,6 +64,7 @@ func mcpFlags(fs *flagSet) *mcpConfig {
 	fs.Var(list(&m.prefix), "mcp-prefix", "expose this server's tools as NAME_TOOL (`NAME`, repeatable)")
 	fs.Var(list(&m.idem), "mcp-idempotent", "serve this tool on repeat, whatever its annotations: `NAME=TOOL` (repeatable)")
 	fs.Var(list(&m.notIdem), "mcp-not-idempotent", "run this tool every time, whatever its annotations: `NAME=TOOL` (repeatable)")
+	fs.Var(list(&m.checks), "mcp-check", "a lost call of TOOL asks the server's tool CHECK whether it was applied (by key; see docs/unknown.md for what CHECK takes and answers) and runs again only if it was not: `NAME=TOOL=CHECK` (repeatable)")
 	fs.BoolVar(&m.approve, "approve-destructive", false, "MCP tools that may be destructive ask a person's approval before each call (every tool of an untrusted server)")
 	return m
 }
@@ -175,6 +177,21 @@ func (m *mcpConfig) build() ([]mcp.Server, error) {
 			}
 			l.add(s, tool)
 		}
+	}
+	for _, v := range m.checks {
+		name, rest, _ := strings.Cut(v, "=")
+		tool, check, ok := strings.Cut(rest, "=")
+		if !ok || tool == "" || check == "" {
+			return nil, usageError{fmt.Sprintf("--mcp-check %q: want NAME=TOOL=CHECK", v)}
+		}
+		s, err := lookup("mcp-check", name)
+		if err != nil {
+			return nil, err
+		}
+		if s.Checks == nil {
+			s.Checks = map[string]string{}
+		}
+		s.Checks[tool] = check
 	}
 	for _, s := range servers {
 		if err := s.Validate(); err != nil {

@@ -45,7 +45,11 @@ func ToolActivityName(tool string) string { return ToolActivityPrefix + tool }
 
 // CheckActivityName is the activity name of the check of the tool named
 // tool (ToolOptions.Check).
-func CheckActivityName(tool string) string { return "tulip.check." + tool }
+func CheckActivityName(tool string) string { return CheckActivityPrefix + tool }
+
+// CheckActivityPrefix prefixes a tool's name to make its check's activity
+// name.
+const CheckActivityPrefix = "tulip.check."
 
 // Metric names of the activities, emitted through the SDK's metrics
 // handler (the workflow's are in package workflow).

@@ -189,11 +189,15 @@ func (t *Tool) Activity() func(ctx context.Context, in ToolInput) (ToolOutput, e
 // the key as a body does (IdempotencyKey, CallInfo); a result that is not
 // JSON fails it, non-retryably.
 func (t *Tool) CheckActivity() func(ctx context.Context, in ToolInput) (CheckOutput, error) {
-	check := t.opts.Check
-	if check == nil {
+	if t.opts.Check == nil {
 		return nil
 	}
-	name := t.spec.Name
+	return checkActivity(t.opts.Check)
+}
+
+// checkActivity runs check as a check activity: the key readable as a
+// body reads it, heartbeats while it runs, its result JSON.
+func checkActivity(check func(ctx context.Context, in ToolInput) (json.RawMessage, bool, error)) func(ctx context.Context, in ToolInput) (CheckOutput, error) {
 	return func(ctx context.Context, in ToolInput) (CheckOutput, error) {
 		ctx = context.WithValue(ctx, callKey{}, &in)
 		ctx, stop := heartbeat(ctx)
@@ -210,7 +214,7 @@ func (t *Tool) CheckActivity() func(ctx context.Context, in ToolInput) (CheckOut
 		}
 		if !json.Valid(res) {
 			return CheckOutput{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("tool %s: the check's result is not JSON", name), ErrResultEncode, nil)
+				fmt.Sprintf("tool %s: the check's result is not JSON", in.Tool), ErrResultEncode, nil)
 		}
 		return CheckOutput{Applied: true, Result: res}, nil
 	}

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -35,6 +36,14 @@ type Toolset interface {
 	// key: send it to the service. A tool failure is an error (ToolError
 	// for a typed one); it is the call's recorded outcome like a Go tool's.
 	Call(ctx context.Context, in ToolInput) (ToolOutput, error)
+}
+
+// ToolsetChecker is a Toolset that answers, for its tools whose OnUnknown
+// is "check", whether the service applied an execution (in.IdempotencyKey):
+// applied, with the result the call would have returned (JSON), or not.
+// Only such a toolset may list a tool with OnUnknown "check".
+type ToolsetChecker interface {
+	Check(ctx context.Context, in ToolInput) (result json.RawMessage, applied bool, err error)
 }
 
 // ErrToolClash: two toolsets (or a toolset and a Go tool) offer a tool of
@@ -73,12 +82,17 @@ func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 			if err := names.Add(s.Name, ts.Name()); err != nil {
 				return nil, err.(*ClashError).Failure()
 			}
+			_, checks := ts.(ToolsetChecker)
 			switch s.OnUnknown {
 			case "", OnUnknownRetry, OnUnknownHold:
+			case OnUnknownCheck:
+				if !checks {
+					return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("toolset %q: tool %s: OnUnknown %q, but the toolset has no Check method",
+						ts.Name(), s.Name, s.OnUnknown), ErrBadInput, nil)
+				}
 			default:
-				// A toolset's tool has no Go check: it may retry or hold.
-				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("toolset %q: tool %s: OnUnknown %q: a toolset's tool may be %q or %q (a check is a Go tool's ToolOptions.Check)",
-					ts.Name(), s.Name, s.OnUnknown, OnUnknownRetry, OnUnknownHold), ErrBadInput, nil)
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("toolset %q: tool %s: OnUnknown %q is not %q, %q or %q",
+					ts.Name(), s.Name, s.OnUnknown, OnUnknownRetry, OnUnknownCheck, OnUnknownHold), ErrBadInput, nil)
 			}
 			s.Toolset = ts.Name()
 			out = append(out, s)
@@ -87,35 +101,65 @@ func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 	return out, nil
 }
 
-// Call is the worker's dynamic activity: a call of a toolset's tool (its
-// ToolInput names the toolset). It heartbeats while the tool runs and
-// bounds the result as LimitResult does.
-func (t Toolsets) Call(ctx context.Context, args converter.EncodedValues) (ToolOutput, error) {
-	if activity.IsActivity(ctx) {
-		// Only a tool's activity reaches a toolset: any other this worker
-		// lacks (a check no Go tool registered) fails, it never runs a
-		// tool.
-		if name := activity.GetInfo(ctx).ActivityType.Name; !strings.HasPrefix(name, ToolActivityPrefix) {
-			return ToolOutput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no activity %s on this worker", name), ErrToolFailed, nil)
-		}
+// Dispatch is the worker's dynamic activity: a call of a toolset's tool
+// (Call), or the check of one (Check), by its activity type. Any other
+// activity this worker lacks fails; it never runs a tool.
+func (t Toolsets) Dispatch(ctx context.Context, args converter.EncodedValues) (any, error) {
+	name := activity.GetInfo(ctx).ActivityType.Name
+	switch {
+	case strings.HasPrefix(name, ToolActivityPrefix):
+		return t.Call(ctx, args)
+	case strings.HasPrefix(name, CheckActivityPrefix):
+		return t.Check(ctx, args)
 	}
+	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no activity %s on this worker", name), ErrToolFailed, nil)
+}
+
+// Call is a call of a toolset's tool (its ToolInput names the toolset). It
+// heartbeats while the tool runs and bounds the result as LimitResult
+// does.
+func (t Toolsets) Call(ctx context.Context, args converter.EncodedValues) (ToolOutput, error) {
+	in, ts, err := t.route(ctx, args)
+	if err != nil {
+		return ToolOutput{}, err
+	}
+	ctx, stop := heartbeat(ctx)
+	defer stop()
+	ctx = context.WithValue(ctx, callKey{}, &in)
+	return LimitResult(in.Tool, t.PayloadLimit, ts.Call)(ctx, in)
+}
+
+// Check is the check of a toolset's tool (ToolsetChecker), as a Go tool's
+// check activity runs.
+func (t Toolsets) Check(ctx context.Context, args converter.EncodedValues) (CheckOutput, error) {
+	in, ts, err := t.route(ctx, args)
+	if err != nil {
+		return CheckOutput{}, err
+	}
+	c, ok := ts.(ToolsetChecker)
+	if !ok {
+		return CheckOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("toolset %q has no Check method: tool %s cannot be checked", in.Toolset, in.Tool), ErrToolFailed, nil)
+	}
+	return checkActivity(c.Check)(ctx, in)
+}
+
+// route decodes a toolset activity's input and finds its toolset.
+func (t Toolsets) route(ctx context.Context, args converter.EncodedValues) (ToolInput, Toolset, error) {
 	var in ToolInput
 	if err := args.Get(&in); err != nil {
-		return ToolOutput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("a toolset call's input does not decode: %v", err), ErrBadInput, nil)
+		return in, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("a toolset call's input does not decode: %v", err), ErrBadInput, nil)
 	}
 	for _, ts := range t.Sets {
 		if ts.Name() == in.Toolset {
-			ctx, stop := heartbeat(ctx)
-			defer stop()
-			ctx = context.WithValue(ctx, callKey{}, &in)
-			return LimitResult(in.Tool, t.PayloadLimit, ts.Call)(ctx, in)
+			return in, ts, nil
 		}
 	}
 	name := ""
 	if activity.IsActivity(ctx) {
 		name = activity.GetInfo(ctx).ActivityType.Name
 	}
-	return ToolOutput{}, temporal.NewNonRetryableApplicationError(
+	return in, nil, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("activity %s: no toolset %q on this worker", name, in.Toolset), ErrToolFailed, nil)
 }
 

@@ -166,7 +166,7 @@ func Register(r Registry, opts Options) error {
 		if !ok {
 			return errors.New("tulip: toolsets need a registry that registers dynamic activities (a worker)")
 		}
-		dr.RegisterDynamicActivity(ts.Call, activity.DynamicRegisterOptions{})
+		dr.RegisterDynamicActivity(ts.Dispatch, activity.DynamicRegisterOptions{})
 	}
 	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
 	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: store != nil || customCheckpointer(opts.Checkpointer), Store: store}
