@@ -22,6 +22,11 @@ type CallEvent struct {
 	WorkflowID, RunID string
 	// Agent and Thread are the run's agent and thread ("" for none).
 	Agent, Thread string
+	// AgentPath is the run's agent under its callers' ("support/billing"
+	// for a sub-agent billing that agent support called; the agent alone
+	// for a run no agent called); ParentWorkflowID is the calling run's
+	// workflow ("" for none). Together they are the tree of sub-agents.
+	AgentPath, ParentWorkflowID string
 	// Turn is the model response the call came from.
 	Turn int
 	// CallID and Tool are the call's.
@@ -57,6 +62,8 @@ type ModelEvent struct {
 	WorkflowID, RunID string
 	// Agent is the run's agent, Model the model it called.
 	Agent, Model string
+	// AgentPath and ParentWorkflowID are as in CallEvent.
+	AgentPath, ParentWorkflowID string
 	// Turn is the model response; Calls counts the tool calls in it.
 	Turn  int
 	Calls int
@@ -72,6 +79,7 @@ type observer struct{ o Observer }
 
 func (a observer) Decision(d agentrun.Decision) {
 	a.o.Decision(CallEvent{WorkflowID: d.WorkflowID, RunID: d.RunID, Agent: d.Agent, Thread: d.Thread,
+		AgentPath: d.AgentPath, ParentWorkflowID: d.ParentWorkflowID,
 		Turn: d.Turn, CallID: d.CallID, Tool: d.Tool, UnknownTool: d.UnknownTool, Outcome: string(d.Outcome),
 		Relation: string(d.Relation), ServedFrom: d.ServedFrom, KeyHash: d.KeyHash, Failed: d.Failed,
 		NearMissReason: string(d.NearMissReason), NearMissPaths: d.NearMissPaths, At: d.At})

@@ -58,6 +58,7 @@ func (o *Observer) Decision(d tulip.CallEvent) {
 	if d.Thread != "" {
 		attrs = append(attrs, attribute.String("tulip.thread", d.Thread))
 	}
+	attrs = appendTree(attrs, d.AgentPath, d.ParentWorkflowID)
 	if d.Relation != "" {
 		attrs = append(attrs, attribute.String("tulip.relation", d.Relation))
 	}
@@ -81,6 +82,18 @@ func (o *Observer) Decision(d tulip.CallEvent) {
 	span.End(trace.WithTimestamp(d.At))
 }
 
+// appendTree adds a run's place in the tree of sub-agents: its agent
+// path, and its caller's workflow when an agent called it.
+func appendTree(attrs []attribute.KeyValue, path, parent string) []attribute.KeyValue {
+	if path != "" {
+		attrs = append(attrs, attribute.String("tulip.agent.path", path))
+	}
+	if parent != "" {
+		attrs = append(attrs, attribute.String("tulip.parent.workflow_id", parent))
+	}
+	return attrs
+}
+
 // maxToolName bounds the tool name on a span: a real tool's name is short
 // (OpenAI allows 64 characters), an invented one may be anything.
 const maxToolName = 128
@@ -100,15 +113,16 @@ func spanToolName(name string) string {
 // ModelCall implements tulip.Observer: a span "tulip.model" from the
 // call's scheduling to its answer.
 func (o *Observer) ModelCall(m tulip.ModelEvent) {
+	attrs := appendTree([]attribute.KeyValue{
+		attribute.String("temporal.workflow_id", m.WorkflowID),
+		attribute.String("temporal.run_id", m.RunID),
+		attribute.String("tulip.agent", m.Agent),
+		attribute.String("tulip.model", m.Model),
+		attribute.Int("tulip.turn", m.Turn),
+		attribute.Int("tulip.tool_calls", m.Calls),
+	}, m.AgentPath, m.ParentWorkflowID)
 	_, span := o.tracer.Start(context.Background(), "tulip.model", trace.WithTimestamp(m.Start),
-		trace.WithAttributes(
-			attribute.String("temporal.workflow_id", m.WorkflowID),
-			attribute.String("temporal.run_id", m.RunID),
-			attribute.String("tulip.agent", m.Agent),
-			attribute.String("tulip.model", m.Model),
-			attribute.Int("tulip.turn", m.Turn),
-			attribute.Int("tulip.tool_calls", m.Calls),
-		), trace.WithSpanKind(trace.SpanKindClient))
+		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindClient))
 	if m.Failed {
 		span.SetStatus(codes.Error, "the model call failed")
 	}

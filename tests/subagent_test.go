@@ -12,12 +12,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	tulipotel "github.com/tulip-temporal/tulip/otel"
 )
 
 // subAgentHistory is a recorded parent run that called an idempotent
@@ -300,11 +303,16 @@ func TestSubAgentThreadContinues(t *testing.T) {
 
 // Nested sub-agents: the top run calls b, b calls c, and c's refund asks
 // approval. The question reaches the top run naming c's path, and the
-// top run's resume reaches c through b.
+// top run's resume reaches c through b. The spans show the tree: each
+// run's agent path, and the workflow of the run that called it.
 func TestNestedSubAgentApproval(t *testing.T) {
 	c := dial(t, server.Address())
 	bill, tb := billedToolbox(t)
 	opts := subAgentOptions(t, tb)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	opts.Observer = tulipotel.NewObserver(tp.Tracer("tulip"))
 	b, err := tulip.AgentTool(tulip.ToolSpec{Name: "b"}, tulip.AgentToolOptions{Model: "mid"})
 	require.NoError(t, err)
 	cc, err := tulip.AgentTool(tulip.ToolSpec{Name: "c"}, tulip.AgentToolOptions{Model: "sub", Hooks: []string{"approve_refund"}})
@@ -337,4 +345,19 @@ func TestNestedSubAgentApproval(t *testing.T) {
 	assert.Len(t, bill.Refunds(), 1)
 	assert.Equal(t, 1, childStarts(t, thread))
 	assert.Equal(t, 1, childStarts(t, thread+"/sub/b"))
+
+	// span name and tool (or model) -> path and caller
+	tree := map[string][2]string{}
+	for _, s := range exp.GetSpans() {
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		tree[s.Name+" "+attrs["tulip.tool"]+attrs["tulip.model"]] = [2]string{attrs["tulip.agent.path"], attrs["tulip.parent.workflow_id"]}
+	}
+	assert.Equal(t, [2]string{"support", ""}, tree["tulip.model top"])
+	assert.Equal(t, [2]string{"support", ""}, tree["tulip.decision b"])
+	assert.Equal(t, [2]string{"support/b", thread}, tree["tulip.decision c"])
+	assert.Equal(t, [2]string{"support/b/c", thread + "/sub/b"}, tree["tulip.decision issue_refund"])
+	assert.Equal(t, [2]string{"support/b/c", thread + "/sub/b"}, tree["tulip.model sub"])
 }

@@ -142,7 +142,12 @@ func (r *run) toolTag(name string) string {
 type Decision struct {
 	WorkflowID, RunID string
 	Agent, Thread     string
-	Turn              int
+	// AgentPath is the run's agent under its callers' ("support/billing"
+	// for sub-agent billing of support; the agent alone for a run no
+	// agent called); ParentWorkflowID is the calling run's workflow, or
+	// "".
+	AgentPath, ParentWorkflowID string
+	Turn                        int
 	CallID, Tool      string
 	// UnknownTool says the run has no tool named Tool (the model invented
 	// it; the call was rejected): metrics tag it UnknownTag.
@@ -169,7 +174,9 @@ type Decision struct {
 type ModelCall struct {
 	WorkflowID, RunID string
 	Agent, Model      string
-	Turn              int
+	// AgentPath and ParentWorkflowID are as in Decision.
+	AgentPath, ParentWorkflowID string
+	Turn                        int
 	Calls             int // tool calls in the answer
 	Start, End        time.Time
 	Failed            bool
@@ -313,7 +320,16 @@ func (r *run) observeLine(ctx wf.Context, l TraceLine) {
 		sum := sha256.Sum256([]byte(l.Key))
 		d.KeyHash = hex.EncodeToString(sum[:8])
 	}
+	d.AgentPath, d.ParentWorkflowID = r.agentPath(), r.parentWorkflow()
 	r.cfg.Observer.Decision(d)
+}
+
+// parentWorkflow is the workflow of the run that called this one, or "".
+func (r *run) parentWorkflow() string {
+	if r.in.Parent == nil {
+		return ""
+	}
+	return r.in.Parent.WorkflowID
 }
 
 // observeModel reports a model call; err is its failure, or nil.
@@ -335,7 +351,8 @@ func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, err error
 	}
 	info := wf.GetInfo(ctx)
 	r.cfg.Observer.ModelCall(ModelCall{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		Agent: r.in.Agent, Model: r.in.Model, Turn: r.turn, Calls: calls, Start: start, End: end, Failed: failed})
+		Agent: r.in.Agent, Model: r.in.Model, AgentPath: r.agentPath(), ParentWorkflowID: r.parentWorkflow(),
+		Turn: r.turn, Calls: calls, Start: start, End: end, Failed: failed})
 }
 
 // count adds n to a counter tagged with the agent and more; key names the
