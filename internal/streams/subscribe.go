@@ -54,8 +54,12 @@ type SubscribeOptions struct {
 }
 
 // finalReadTimeout bounds each read of a closed run (a query a worker
-// answers by replaying the run, when a worker is there to).
-const finalReadTimeout = 10 * time.Second
+// answers by replaying the run, when a worker is there to), and
+// finalReadBudget all of them (reads that failed are tried again).
+const (
+	finalReadTimeout = 10 * time.Second
+	finalReadBudget  = 45 * time.Second
+)
 
 // Subscribe reads a workflow's stream and calls fn with each item, in
 // offset order, until the run (or its continue-as-new chain) closes (nil),
@@ -68,8 +72,9 @@ const finalReadTimeout = 10 * time.Second
 // follows the chain run by run: when the run it reads has closed (the
 // query, asked to reject a closed run, says so), it reads that run's
 // remaining items by a query a worker answers by replaying the closed run
-// (items the run did not hand over to its continuation are read there; if
-// no worker answers within finalReadTimeout they are not read), then goes
+// (items the run did not hand over to its continuation are read there; a
+// read that fails is tried again, and if no worker answers within
+// finalReadBudget they are not read), then goes
 // on with the run it continued as (its close event names it) or returns.
 // A chain that has closed before Subscribe is called is not read (nil at
 // once, as a poll, which a closed run does not take, reads it).
@@ -230,15 +235,25 @@ func (r *reader) query(ctx context.Context) error {
 }
 
 // finalRead reads what the closed run r.run holds from r.offset on (its
-// worker replays it to answer); a run no worker answers for within
-// finalReadTimeout, or that cannot answer, is left unread.
+// worker replays it to answer). A read that fails for a while (no worker
+// answered within finalReadTimeout, the server was busy: a loaded worker
+// may take that long to replay a run) is tried again, until
+// finalReadBudget has passed; a run that cannot answer (no read query,
+// gone), or none answers within the budget, is left unread.
 func (r *reader) finalRead(ctx context.Context) error {
+	deadline := time.Now().Add(finalReadBudget)
 	for {
 		qctx, cancel := context.WithTimeout(ctx, finalReadTimeout)
 		res, _, err := r.read(qctx, enumspb.QUERY_REJECT_CONDITION_NONE)
 		cancel()
 		if err != nil {
-			return ctx.Err()
+			if ctx.Err() != nil || !transient(err) || time.Now().After(deadline) {
+				return ctx.Err()
+			}
+			if err := r.pause(ctx, r.opts.MaxWait); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := r.deliver(res.Items); err != nil {
 			return err
