@@ -1,19 +1,10 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -22,86 +13,13 @@ import (
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/mcp"
+	"github.com/tulip-temporal/tulip/mcp/mcptest"
 )
 
-// refundMCP is a refund service behind a real MCP server over Streamable
-// HTTP on loopback: "refund" refunds an order every time it is called (it
-// ignores the key, as many services do, but remembers it), and
-// "refund_status" answers tulip's check convention by key. The first
-// refund's connection closes after the refund was made and before its
-// answer.
-type refundMCP struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	refunds map[string]int    // order -> refunds made
-	byKey   map[string]string // key -> refund id
-	broken  atomic.Bool       // the first refund's answer was lost
-}
-
-func newRefundMCP(t *testing.T) *refundMCP {
-	rm := &refundMCP{refunds: map[string]int{}, byKey: map[string]string{}}
-	srv := sdk.NewServer(&sdk.Implementation{Name: "refunds", Version: "1"}, nil)
-	type args struct {
-		Order string `json:"order"`
-	}
-	type receipt struct {
-		RefundID string `json:"refund_id"`
-	}
-	sdk.AddTool(srv, &sdk.Tool{Name: "refund", Description: "Refund an order."},
-		func(_ context.Context, req *sdk.CallToolRequest, a args) (*sdk.CallToolResult, receipt, error) {
-			key, _ := req.Params.Meta[mcp.MetaIdempotencyKey].(string)
-			rm.mu.Lock()
-			defer rm.mu.Unlock()
-			rm.refunds[a.Order]++
-			id := fmt.Sprintf("re-%s-%d", a.Order, rm.refunds[a.Order])
-			rm.byKey[key] = id
-			return nil, receipt{RefundID: id}, nil
-		})
-	srv.AddTool(&sdk.Tool{Name: "refund_status", Description: "Whether a refund was applied, by key.", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
-		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			var q struct {
-				Key string `json:"idempotency_key"`
-			}
-			_ = json.Unmarshal(req.Params.Arguments, &q)
-			rm.mu.Lock()
-			id, ok := rm.byKey[q.Key]
-			rm.mu.Unlock()
-			answer := map[string]any{"applied": ok}
-			if ok {
-				answer["result"] = receipt{RefundID: id}
-			}
-			b, _ := json.Marshal(answer)
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}, nil
-		})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{JSONResponse: true})
-	rm.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if r.Method == http.MethodPost && bytes.Contains(body, []byte(`"name":"refund"`)) && rm.broken.CompareAndSwap(false, true) {
-			h.ServeHTTP(httptest.NewRecorder(), r) // the refund is made
-			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				_ = conn.Close() // and its answer lost
-			}
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		rm.srv.CloseClientConnections() // Close waits for open streams
-		rm.srv.Close()
-	})
-	return rm
-}
-
-func (rm *refundMCP) count(order string) int {
-	rm.mu.Lock()
-	defer rm.mu.Unlock()
-	return rm.refunds[order]
-}
-
 // An MCP tool's call whose connection broke after the request went out
-// has an unknown outcome. With the check the server's config names
+// has an unknown outcome: mcptest.RefundServer, a real MCP server over
+// HTTP on loopback whose refund tool ignores keys, loses the first
+// refund's answer with its connection. With the check the server's config names
 // (Checks: refund -> refund_status), the run asks the server by key and
 // records its answer: the order is refunded once, at a service that
 // ignores keys. Untrusted, with no check, the tool holds: a person says
@@ -113,8 +31,10 @@ func TestMCPUnknownOutcome(t *testing.T) {
 	for _, mode := range []string{"check", "hold", "retry"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			rm := newRefundMCP(t)
-			cfg := mcp.Server{Name: "refunds", URL: rm.srv.URL}
+			rm := mcptest.NewRefundServer()
+			t.Cleanup(rm.Close)
+			rm.LoseNextAnswer()
+			cfg := mcp.Server{Name: "refunds", URL: rm.URL}
 			switch mode {
 			case "check":
 				cfg.Checks = map[string]string{"refund": "refund_status"}
@@ -141,7 +61,7 @@ func TestMCPUnknownOutcome(t *testing.T) {
 			if mode == "hold" {
 				require.Equal(t, agent.Interrupted, res.Status, "%+v", res)
 				require.Equal(t, agent.UnknownHook, res.Interrupt.Hook)
-				assert.Equal(t, 1, rm.count(order), "nothing ran again while the run waits")
+				assert.Equal(t, 1, rm.Refunds(order), "nothing ran again while the run waits")
 				_, err = run.Resume(ctxT(t), agent.ClientResults(res.Interrupt.ID, agent.ToolResult{CallID: "c1", Output: `{"refund_id":"re-` + order + `-1"}`}))
 				require.NoError(t, err)
 				res, err = run.Await(ctxT(t))
@@ -150,11 +70,11 @@ func TestMCPUnknownOutcome(t *testing.T) {
 			require.Equal(t, agent.Completed, res.Status, "%+v", res)
 			line := res.Trace[len(res.Trace)-1]
 			if mode == "retry" {
-				assert.Equal(t, 2, rm.count(order), "Temporal ran the call again: refunded twice")
+				assert.Equal(t, 2, rm.Refunds(order), "Temporal ran the call again: refunded twice")
 				assert.Nil(t, line.Unknown)
 				return
 			}
-			assert.Equal(t, 1, rm.count(order), "refunded once")
+			assert.Equal(t, 1, rm.Refunds(order), "refunded once")
 			require.NotNil(t, line.Unknown)
 			t.Logf("%s: %+v, result %s", mode, *line.Unknown, line.Result)
 			assert.Contains(t, line.Unknown.Cause, "ambiguous error")
