@@ -34,8 +34,10 @@ type ModelRequest struct {
 	// Turn is the 1-based model response of this run, resumed turns
 	// included (it keeps counting across resumes and continue-as-new).
 	Turn int `json:"turn"`
-	// Phase counts the resumes before this turn; PhaseTurn is the 1-based
-	// turn within the phase. Scripted models use them.
+	// Phase counts the resumes before this turn that answered a hook's
+	// interrupt (a person's answer; not client tools' results nor an
+	// answer about a held unknown outcome); PhaseTurn is the 1-based turn
+	// within the phase. Scripted models use them.
 	Phase     int `json:"phase"`
 	PhaseTurn int `json:"phase_turn"`
 	// Messages is the conversation so far: the thread's earlier runs, then

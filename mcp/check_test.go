@@ -59,6 +59,19 @@ func TestCheckNamedByServerConfig(t *testing.T) {
 	_, _, err = ts.Check(ctxT(t), tulip.ToolInput{Tool: "refund_status", Arguments: `{}`})
 	assert.Equal(t, ErrUnknownTool, appErr(t, err).Type())
 
+	// Turned away unhandled (503), or by a server that forgot the
+	// session (404, as after a restart): nothing ran. A forgotten session
+	// is made again at once, and the call goes through.
+	rs.RefuseNext()
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "refund", CallID: "c4", IdempotencyKey: "refund:c4", Arguments: `{"order": "o-4"}`})
+	ae = appErr(t, err)
+	assert.Equal(t, ErrTransport, ae.Type(), "%v", err)
+	assert.Zero(t, rs.Refunds("o-4"))
+	rs.ForgetSessions()
+	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "refund", CallID: "c5", IdempotencyKey: "refund:c5", Arguments: `{"order": "o-5"}`})
+	require.NoError(t, err)
+	assert.Equal(t, 1, rs.Refunds("o-5"))
+
 	// Nothing listens: the request was never sent.
 	rs.Close()
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "refund", CallID: "c3", IdempotencyKey: "refund:c3", Arguments: `{"order": "o-3"}`})

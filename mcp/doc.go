@@ -29,7 +29,8 @@
 //
 // A call whose connection breaks after its request was sent may have run:
 // its error is of kind tulip.Ambiguous, an unknown outcome. One whose
-// request never went out is ErrTransport.
+// request never went out, or that an HTTP server turned away unhandled
+// (404 for a forgotten session, 429, 503), is ErrTransport.
 //
 // A call sends tulip's downstream idempotency key in the request's _meta
 // under MetaIdempotencyKey ("io.tulip/idempotency-key"), and the model's

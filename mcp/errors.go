@@ -15,11 +15,12 @@ const (
 	// (an unknown tool, invalid arguments, ...). Non-retryable; the message
 	// holds the JSON-RPC code.
 	ErrProtocolError = "mcp.ProtocolError"
-	// ErrTransport: the server could not be reached, or the connection
-	// broke before the request was sent. Retryable: Temporal attempts the
-	// call again (with the same downstream key), on a new connection. A
-	// connection that breaks after the request was sent is
-	// string(tulip.Ambiguous) instead: the call may have run.
+	// ErrTransport: the server could not be reached, the connection broke
+	// before the request was sent, or an HTTP server turned the request
+	// away unhandled (404 for a session it forgot, 429, 503). Retryable:
+	// Temporal attempts the call again (with the same downstream key), on
+	// a new connection. A connection that breaks after the request was
+	// sent is string(tulip.Ambiguous) instead: the call may have run.
 	ErrTransport = "mcp.TransportError"
 	// ErrCheckAnswer: a check tool (Server.Checks) answered in another
 	// form than {"applied": true|false, "result": ...}. Non-retryable.

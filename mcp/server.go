@@ -121,7 +121,7 @@ func (s Server) Validate() error {
 	switch s.OnUnknown {
 	case "", "retry", "hold":
 	default:
-		return bad("OnUnknown", "must be \"retry\" or \"hold\" (a check is a Go tool's)")
+		return bad("OnUnknown", "must be \"retry\" or \"hold\" (a tool's check is named in Checks)")
 	}
 	for tool, check := range s.Checks {
 		switch {

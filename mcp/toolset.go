@@ -8,15 +8,15 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -272,7 +272,7 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 // tool's structuredContent when it has one, else its content blocks as a
 // JSON array. Errors are temporal.ApplicationErrors: ErrToolError (isError),
 // ErrProtocolError (a JSON-RPC error), ErrTransport (the request was not
-// sent; retryable), string(tulip.Ambiguous) (the connection broke after
+// sent, or was turned away unhandled; retryable), string(tulip.Ambiguous) (the connection broke after
 // the request was sent: it may have run; retryable unless the tool holds
 // or checks), ErrUnknownTool and string(tulip.ArgumentDecode).
 func (t *Toolset) Call(ctx context.Context, in tulip.ToolInput) (tulip.ToolOutput, error) {
@@ -320,7 +320,8 @@ func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, i
 			}
 			return nil, tulip.ToolError(err.Error(), ErrTransport, false)
 		}
-		res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args, Meta: meta})
+		sent := &sendTrace{}
+		res, err := s.CallTool(sent.context(ctx), &sdk.CallToolParams{Name: name, Arguments: args, Meta: meta})
 		if err == nil {
 			return res, nil
 		}
@@ -332,10 +333,10 @@ func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, i
 			return nil, tulip.ToolError(msg, ErrProtocolError, true)
 		}
 		t.drop(s)
-		if notSent(err) {
-			if attempt == 0 && errors.Is(err, sdk.ErrConnectionClosed) {
-				// The session was already closed: once more, on a new
-				// connection.
+		if t.notSent(err, sent) {
+			if attempt == 0 && (errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing)) {
+				// The session was closed already (or the server has
+				// forgotten it): once more, on a new connection.
 				continue
 			}
 			return nil, tulip.ToolError(msg, ErrTransport, false)
@@ -344,20 +345,50 @@ func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, i
 	}
 }
 
-// notSent: a failed call's request never reached the server. The SDK
-// reports ErrConnectionClosed only for a connection found closed before
-// the request was written; a refused connection and an unknown host fail
-// before anything is sent. Anything else (the connection broke while the
-// request was written or awaited) may have reached it.
-func notSent(err error) bool {
-	var dns *net.DNSError
-	return errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns)
+// notSent says a failed call never reached the server's tool. Over HTTP
+// the request itself says: it was never written (no connection, a
+// connection found closed), or the server refused it unhandled (404 for a
+// session it has forgotten, 429, 503). Over stdio or a transport of your
+// own, the SDK's ErrConnectionClosed, which it reports for a connection
+// found closed before the request was written. Anything else (the
+// connection broke while the request was written or awaited, a 502 or 504
+// from a proxy) may have reached it.
+func (t *Toolset) notSent(err error, sent *sendTrace) bool {
+	if t.srv.URL != "" {
+		return !sent.wrote.Load() || sent.refused.Load()
+	}
+	return errors.Is(err, sdk.ErrConnectionClosed)
+}
+
+// sendTrace follows one call's HTTP request: whether it was written
+// whole, and whether the server refused it unhandled.
+type sendTrace struct {
+	wrote, refused atomic.Bool
+}
+
+type sendTraceKey struct{}
+
+// context is ctx carrying s to the call's request (the SDK sends it with
+// the call's context).
+func (s *sendTrace) context(ctx context.Context) context.Context {
+	ctx = context.WithValue(ctx, sendTraceKey{}, s)
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+		if w.Err == nil {
+			s.wrote.Store(true)
+		}
+	}})
+}
+
+// refusedUnhandled: statuses with which a server turns a request away
+// without handling it.
+func refusedUnhandled(status int) bool {
+	return status == http.StatusNotFound || status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
 }
 
 // Check asks the server's check tool for in.Tool (Server.Checks) whether
 // the call in, whose outcome is unknown, was applied. The check tool is
 // called with {"idempotency_key": KEY, "tool": MCP_NAME, "arguments":
-// ARGS} (and the key and call id in _meta, as any call) and answers, in
+// ARGS} (and the call id in _meta; not the key, which is the call's) and answers, in
 // its structured content or a text block holding the JSON, {"applied":
 // true, "result": R} (R is the call's result) or {"applied": false}. An
 // isError answer, or one of another form, fails the check (ErrToolError,
@@ -375,7 +406,9 @@ func (t *Toolset) Check(ctx context.Context, in tulip.ToolInput) (json.RawMessag
 	if err != nil {
 		return nil, false, tulip.ToolError(fmt.Sprintf("tool %s: check question: %v", in.Tool, err), string(tulip.ArgumentDecode), true)
 	}
-	res, err := t.call(ctx, check, q, in)
+	// The key is in the question, not in _meta: a server that remembers
+	// answers by key must not take the check for the call.
+	res, err := t.call(ctx, check, q, tulip.ToolInput{Tool: in.Tool, CallID: in.CallID})
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == string(tulip.Ambiguous) {
 		return nil, false, tulip.ToolError(ae.Message(), ErrTransport, false)
@@ -683,7 +716,11 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header.Set(k, v)
 		}
 	}
-	return h.base.RoundTrip(req)
+	resp, err := h.base.RoundTrip(req)
+	if s, ok := req.Context().Value(sendTraceKey{}).(*sendTrace); ok && err == nil && req.Method == http.MethodPost && refusedUnhandled(resp.StatusCode) {
+		s.refused.Store(true)
+	}
+	return resp, err
 }
 
 // redactor replaces secret values by "[redacted]".

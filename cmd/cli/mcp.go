@@ -258,7 +258,8 @@ func (m *mcpConfig) resumeArgs() (args string, withSecrets bool) {
 	for _, l := range []struct {
 		flag   string
 		values []string
-	}{{"mcp-trust", m.trust}, {"mcp-prefix", m.prefix}, {"mcp-idempotent", m.idem}, {"mcp-not-idempotent", m.notIdem}} {
+	}{{"mcp-trust", m.trust}, {"mcp-prefix", m.prefix}, {"mcp-retry", m.retry}, {"mcp-idempotent", m.idem}, {"mcp-not-idempotent", m.notIdem},
+		{"mcp-check", m.checks}} {
 		for _, v := range l.values {
 			fmt.Fprintf(&b, " --%s %s", l.flag, shellQuote(v))
 		}
@@ -269,7 +270,7 @@ func (m *mcpConfig) resumeArgs() (args string, withSecrets bool) {
 	return b.String(), withSecrets || len(m.env)+len(m.headers) > 0
 }
 
-const mcpUsage = "usage: tulip mcp tools --mcp NAME=COMMAND ARGS... | --mcp-url NAME=URL [--mcp-trust NAME] [--mcp-prefix NAME] [--approve-destructive] [--json]"
+const mcpUsage = "usage: tulip mcp tools --mcp NAME=COMMAND ARGS... | --mcp-url NAME=URL [--mcp-trust NAME] [--mcp-prefix NAME] [--mcp-check NAME=TOOL=CHECK] [--approve-destructive] [--json]"
 
 // mcpCmd is 'tulip mcp tools': each tool of the given servers, its
 // annotations, and what tulip does with it.

@@ -181,32 +181,40 @@ func (w *workload) play(ctx context.Context, r *run) {
 }
 
 // answerHold answers the hold of a call whose outcome is unknown (res's
-// interrupt) as a person would: billing is asked by the held call's key;
-// its receipt is the call's result, and with none the call runs again,
-// with the same key. Billing's lookup failing (it never does in a soak)
-// is asked again.
+// interrupt) as a person would: billing is asked by the held call's key
+// (its held line's, in the interrupt's turn); its receipt is the call's
+// result, and with none the call runs again, with the same key. Billing's
+// lookup failing (it never does in a soak) is asked again. A held line
+// with no key, which cannot be, is declined: the call is not run again
+// blind (its unknown error then differs from the reference's outcome,
+// which the checker reports).
 func (w *workload) answerHold(ctx context.Context, res *agentrun.RunResult) agentrun.ResumeInput {
 	it := res.Interrupt
 	id := it.Held[0].ID
 	key := ""
 	for _, l := range res.Trace {
-		if l.CallID == id && l.Outcome == agentrun.OutcomeHeld {
+		if l.CallID == id && l.Turn == it.Turn && l.Outcome == agentrun.OutcomeHeld {
 			key = l.Key
 		}
 	}
-	for ctx.Err() == nil {
-		rc, found, err := w.billing.Lookup(ctx, key)
-		if err != nil {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		if !found {
-			break
-		}
-		out, _ := json.Marshal(rc)
-		return agentrun.ResumeInput{InterruptID: it.ID, Results: []agentrun.ToolResult{{CallID: id, Output: string(out)}}}
+	if key == "" {
+		return agentrun.ResumeInput{InterruptID: it.ID, Answer: "soak: the held line names no key"}
 	}
-	return agentrun.ResumeInput{InterruptID: it.ID, PerformDangling: true}
+	for {
+		rc, found, err := w.billing.Lookup(ctx, key)
+		switch {
+		case err == nil && found:
+			out, _ := json.Marshal(rc)
+			return agentrun.ResumeInput{InterruptID: it.ID, Results: []agentrun.ToolResult{{CallID: id, Output: string(out)}}}
+		case err == nil:
+			return agentrun.ResumeInput{InterruptID: it.ID, PerformDangling: true}
+		}
+		select {
+		case <-ctx.Done(): // the run is stuck: resume sends nothing
+			return agentrun.ResumeInput{InterruptID: it.ID}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func (w *workload) resume(ctx context.Context, r *run, in agentrun.ResumeInput) {

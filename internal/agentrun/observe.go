@@ -148,7 +148,7 @@ type Decision struct {
 	// "".
 	AgentPath, ParentWorkflowID string
 	Turn                        int
-	CallID, Tool      string
+	CallID, Tool                string
 	// UnknownTool says the run has no tool named Tool (the model invented
 	// it; the call was rejected): metrics tag it UnknownTag.
 	UnknownTool bool
@@ -177,9 +177,9 @@ type ModelCall struct {
 	// AgentPath and ParentWorkflowID are as in Decision.
 	AgentPath, ParentWorkflowID string
 	Turn                        int
-	Calls             int // tool calls in the answer
-	Start, End        time.Time
-	Failed            bool
+	Calls                       int // tool calls in the answer
+	Start, End                  time.Time
+	Failed                      bool
 }
 
 // PublicObserver adapts an observer of package tulip's Observer interface

@@ -243,7 +243,7 @@ func (r *reader) query(ctx context.Context) error {
 func (r *reader) finalRead(ctx context.Context) error {
 	deadline := time.Now().Add(finalReadBudget)
 	for {
-		qctx, cancel := context.WithTimeout(ctx, finalReadTimeout)
+		qctx, cancel := context.WithTimeout(ctx, min(finalReadTimeout, time.Until(deadline)))
 		res, _, err := r.read(qctx, enumspb.QUERY_REJECT_CONDITION_NONE)
 		cancel()
 		if err != nil {

@@ -35,13 +35,16 @@ type RefundServer struct {
 	// URL is the server's endpoint, for mcp.Server.URL.
 	URL string
 
-	srv       *httptest.Server
-	mu        sync.Mutex
-	refunds   map[string]int    // order -> refunds made
-	byKey     map[string]string // key -> refund id
-	loseNext  atomic.Bool
-	badAnswer atomic.Bool
-	closeOnce sync.Once
+	srv        *httptest.Server
+	mu         sync.Mutex
+	refunds    map[string]int    // order -> refunds made
+	byKey      map[string]string // key -> refund id
+	loseNext   atomic.Bool
+	refuseNext atomic.Bool
+	badAnswer  atomic.Bool
+	handler    atomic.Pointer[sdk.StreamableHTTPHandler]
+	newHandler func() *sdk.StreamableHTTPHandler
+	closeOnce  sync.Once
 }
 
 // NewRefundServer starts a RefundServer. Close it when done.
@@ -88,18 +91,26 @@ func NewRefundServer() *RefundServer {
 			b, _ := json.Marshal(answer)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}, nil
 		})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{JSONResponse: true})
+	rs.newHandler = func() *sdk.StreamableHTTPHandler {
+		return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{JSONResponse: true})
+	}
+	rs.handler.Store(rs.newHandler())
 	rs.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := rs.handler.Load()
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if r.Method == http.MethodPost && bytes.Contains(body, []byte(`"name":"refund"`)) && rs.loseNext.CompareAndSwap(true, false) {
+		refund := r.Method == http.MethodPost && bytes.Contains(body, []byte(`"name":"refund"`))
+		switch {
+		case refund && rs.refuseNext.CompareAndSwap(true, false):
+			http.Error(w, "busy", http.StatusServiceUnavailable) // turned away, not handled
+		case refund && rs.loseNext.CompareAndSwap(true, false):
 			h.ServeHTTP(httptest.NewRecorder(), r) // the refund is made
 			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				_ = conn.Close() // and its answer lost with the connection
 			}
-			return
+		default:
+			h.ServeHTTP(w, r)
 		}
-		h.ServeHTTP(w, r)
 	}))
 	rs.URL = rs.srv.URL
 	return rs
@@ -109,6 +120,15 @@ func NewRefundServer() *RefundServer {
 // refund was made and before its answer: the caller cannot tell whether
 // it ran.
 func (rs *RefundServer) LoseNextAnswer() { rs.loseNext.Store(true) }
+
+// RefuseNext makes the server turn the next refund away unhandled (503
+// Service Unavailable).
+func (rs *RefundServer) RefuseNext() { rs.refuseNext.Store(true) }
+
+// ForgetSessions makes the server forget its sessions, as a restarted
+// server does: a request of an old session is answered 404 Not Found,
+// unhandled.
+func (rs *RefundServer) ForgetSessions() { rs.handler.Store(rs.newHandler()) }
 
 // AnswerBadly makes refund_status answer in another form than the
 // convention's (on), or as it should (off).

@@ -191,7 +191,7 @@ export interface NearMiss {
    */
   call_id: string;
   /**
-   * arguments: the values differ from every record of the tool (differences says where, against the nearest); not_idempotent: a record with equal arguments exists but the tool is not idempotent; after_resume: a record with equal arguments exists but the run was resumed (or the call was held and performed), which turns matching off; same_response: an earlier call of the same response has equal values but another sorted-key JSON (120 and 120.0); hook: the call as the model sent it equals the record, but a hook rewrote it.
+   * arguments: the values differ from every record of the tool (differences says where, against the nearest); not_idempotent: a record with equal arguments exists but the tool is not idempotent; after_resume: a record with equal arguments exists but the run was resumed by a person's answer to a hook's interrupt (or the call was held and performed), which turns matching off; same_response: an earlier call of the same response has equal values but another sorted-key JSON (120 and 120.0); hook: the call as the model sent it equals the record, but a hook rewrote it.
    */
   reason: 'arguments' | 'not_idempotent' | 'after_resume' | 'same_response' | 'hook';
   /**
