@@ -240,24 +240,24 @@ func (a toolset) Call(ctx context.Context, in activities.ToolInput) (activities.
 	return activities.ToolOutput{Result: out.Result}, err
 }
 
-// checkingToolset adapts a Toolset that has a Check method.
-type checkingToolset struct {
-	toolset
-	check func(ctx context.Context, in ToolInput) (json.RawMessage, bool, error)
+// checker is a Toolset with the optional Check method (see Toolset).
+type checker interface {
+	Toolset
+	Check(ctx context.Context, in ToolInput) (result json.RawMessage, applied bool, err error)
 }
 
+// checkingToolset adapts a Toolset that has a Check method.
+type checkingToolset struct{ toolset }
+
 func (a checkingToolset) Check(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
-	return a.check(ctx, ToolInput(in))
+	return a.ts.(checker).Check(ctx, ToolInput(in))
 }
 
 // publicCheckingToolset adapts the runtime's toolset that checks.
-type publicCheckingToolset struct {
-	publicToolset
-	check activities.ToolsetChecker
-}
+type publicCheckingToolset struct{ publicToolset }
 
 func (a publicCheckingToolset) Check(ctx context.Context, in ToolInput) (json.RawMessage, bool, error) {
-	return a.check.Check(ctx, activities.ToolInput(in))
+	return a.ts.(activities.ToolsetChecker).Check(ctx, activities.ToolInput(in))
 }
 
 // publicToolset adapts the runtime's toolset (a Go tool of the module's
@@ -309,11 +309,8 @@ func init() {
 			return t.t
 		case activities.Toolset:
 			return t
-		case interface {
-			Toolset
-			Check(context.Context, ToolInput) (json.RawMessage, bool, error)
-		}:
-			return checkingToolset{toolset{t}, t.Check}
+		case checker:
+			return checkingToolset{toolset{t}}
 		}
 		return toolset{ts.(Toolset)}
 	}
@@ -321,8 +318,8 @@ func init() {
 		if t, ok := ts.(*activities.Tool); ok {
 			return &Tool{t}
 		}
-		if c, ok := ts.(activities.ToolsetChecker); ok {
-			return publicCheckingToolset{publicToolset{ts}, c}
+		if _, ok := ts.(activities.ToolsetChecker); ok {
+			return publicCheckingToolset{publicToolset{ts}}
 		}
 		return publicToolset{ts}
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip"
 )
@@ -223,6 +222,10 @@ func (t *Toolset) listPages(ctx context.Context, s *sdk.ClientSession) ([]*sdk.T
 func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error) {
 	out := make([]ToolInfo, 0, len(tools))
 	seen := map[string]bool{}
+	listed := make(map[string]bool, len(tools)) // by MCP name
+	for _, tool := range tools {
+		listed[tool.Name] = true
+	}
 	for _, tool := range tools {
 		name := t.srv.ToolName(tool.Name)
 		if !nameRE.MatchString(name) {
@@ -233,7 +236,7 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 		}
 		seen[name] = true
 		b := t.srv.Decide(tool.Name, tool.Annotations)
-		if b.Check != "" && !slices.ContainsFunc(tools, func(c *sdk.Tool) bool { return c.Name == b.Check }) {
+		if b.Check != "" && !listed[b.Check] {
 			return nil, &ConfigError{Server: t.srv.Name, Field: "Checks", Reason: fmt.Sprintf("names %q as the check of tool %q, and the server lists no such tool", b.Check, tool.Name)}
 		}
 		spec := tulip.ToolSpec{
@@ -260,7 +263,7 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 		out = append(out, ToolInfo{Server: t.srv.Name, MCPName: tool.Name, Annotations: ann, Behaviour: b, Spec: spec})
 	}
 	for tool := range t.srv.Checks {
-		if !slices.ContainsFunc(tools, func(c *sdk.Tool) bool { return c.Name == tool }) {
+		if !listed[tool] {
 			return nil, &ConfigError{Server: t.srv.Name, Field: "Checks", Reason: fmt.Sprintf("names tool %q, which the server does not list", tool)}
 		}
 	}
@@ -280,7 +283,11 @@ func (t *Toolset) Call(ctx context.Context, in tulip.ToolInput) (tulip.ToolOutpu
 	if err != nil {
 		return tulip.ToolOutput{}, err
 	}
-	res, err := t.call(ctx, name, args, in)
+	meta := sdk.Meta{MetaCallID: in.CallID}
+	if in.IdempotencyKey != "" {
+		meta[MetaIdempotencyKey] = in.IdempotencyKey
+	}
+	res, err := t.call(ctx, name, args, meta, string(tulip.Ambiguous))
 	if err != nil {
 		return tulip.ToolOutput{}, err
 	}
@@ -302,16 +309,12 @@ func (t *Toolset) input(in tulip.ToolInput) (string, json.RawMessage, error) {
 	return name, args, nil
 }
 
-// call sends tools/call of the MCP tool name with args, and in's key and
-// call id in _meta, on the connection: once more on a new one when the
-// first was found closed before the request went out. Its errors are
-// ErrProtocolError, ErrTransport (not sent) and tulip.Ambiguous (the
-// connection broke after the request was sent), or ctx's.
-func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, in tulip.ToolInput) (*sdk.CallToolResult, error) {
-	meta := sdk.Meta{MetaCallID: in.CallID}
-	if in.IdempotencyKey != "" {
-		meta[MetaIdempotencyKey] = in.IdempotencyKey
-	}
+// call sends tools/call of the MCP tool name with args and meta, on the
+// connection: once more on a new one when the first was found closed
+// before the request went out. Its errors are ErrProtocolError,
+// ErrTransport (not sent) and, when the connection broke after the
+// request was sent, one of kind broken (retryable), or ctx's.
+func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, meta sdk.Meta, broken string) (*sdk.CallToolResult, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := t.session(ctx)
 		if err != nil {
@@ -341,7 +344,7 @@ func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, i
 			}
 			return nil, tulip.ToolError(msg, ErrTransport, false)
 		}
-		return nil, tulip.ToolError(msg+" (the connection broke after the request was sent: the call may have run)", string(tulip.Ambiguous), false)
+		return nil, tulip.ToolError(msg+" (the connection broke after the request was sent: the call may have run)", broken, false)
 	}
 }
 
@@ -407,12 +410,9 @@ func (t *Toolset) Check(ctx context.Context, in tulip.ToolInput) (json.RawMessag
 		return nil, false, tulip.ToolError(fmt.Sprintf("tool %s: check question: %v", in.Tool, err), string(tulip.ArgumentDecode), true)
 	}
 	// The key is in the question, not in _meta: a server that remembers
-	// answers by key must not take the check for the call.
-	res, err := t.call(ctx, check, q, tulip.ToolInput{Tool: in.Tool, CallID: in.CallID})
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) && ae.Type() == string(tulip.Ambiguous) {
-		return nil, false, tulip.ToolError(ae.Message(), ErrTransport, false)
-	}
+	// answers by key must not take the check for the call. A check is a
+	// read: one whose answer was lost is a transport error, asked again.
+	res, err := t.call(ctx, check, q, sdk.Meta{MetaCallID: in.CallID}, ErrTransport)
 	if err != nil {
 		return nil, false, err
 	}

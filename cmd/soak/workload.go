@@ -209,10 +209,8 @@ func (w *workload) answerHold(ctx context.Context, res *agentrun.RunResult) agen
 		case err == nil:
 			return agentrun.ResumeInput{InterruptID: it.ID, PerformDangling: true}
 		}
-		select {
-		case <-ctx.Done(): // the run is stuck: resume sends nothing
-			return agentrun.ResumeInput{InterruptID: it.ID}
-		case <-time.After(200 * time.Millisecond):
+		if sleep(ctx, 200*time.Millisecond); ctx.Err() != nil {
+			return agentrun.ResumeInput{InterruptID: it.ID} // the run is stuck: resume sends nothing
 		}
 	}
 }

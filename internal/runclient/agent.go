@@ -490,12 +490,15 @@ func LogOf(cp *activities.Checkpoint, agent string) ([]dedup.Record, error) {
 	if agent == "" {
 		agent = agentrun.DefaultAgent
 	}
-	if cp == nil || cp.Agents[agent] == nil {
+	if cp == nil {
 		return []dedup.Record{}, nil
 	}
-	l, err := dedup.Restore(cp.Agents[agent])
+	l, err := restoreOf(cp, agent)
 	if err != nil {
 		return nil, err
+	}
+	if l == nil {
+		return []dedup.Record{}, nil
 	}
 	return l.Records(), nil
 }
