@@ -53,6 +53,11 @@ type Options struct {
 	// retries it, on another worker when this one died. Zero value: 5 s.
 	// Negative: none.
 	ModelHeartbeatTimeout time.Duration
+	// ModelTimeout bounds one attempt of a model call: a long answer may
+	// stream for this long (a dead worker is found by the heartbeat, a
+	// stalled model by its adapter's idle timeout, such as
+	// openaimodel.Options.IdleTimeout). Zero value: 10 minutes.
+	ModelTimeout time.Duration
 	// StopTimeout is how long a stopping worker lets in-flight tool and
 	// model calls finish before it cancels them. Zero value: 10 s, unless
 	// the worker's own WorkerStopTimeout is set.
@@ -206,7 +211,7 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 // internal is the worker's options: Go tools and toolsets apart.
 func (o Options) internal() workerplugin.Options {
 	w := workerplugin.Options{Hooks: internalHooks(o.Hooks), Models: internalModels(o.Models), Conversation: policy(o.Conversation),
-		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, StopTimeout: o.StopTimeout,
+		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, ModelTimeout: o.ModelTimeout, StopTimeout: o.StopTimeout,
 		MetricAgents: o.MetricAgents}
 	if o.Observer != nil {
 		w.Observer = observer{o.Observer}

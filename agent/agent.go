@@ -88,6 +88,12 @@ type Options struct {
 	// served from the log. A name a worker tool has fails the run
 	// (tulip.BadInput).
 	ClientTools []tulip.ToolSpec
+	// ClientTimeout bounds how long the run waits for its client tools'
+	// results: past it, the held calls are answered as not performed
+	// (TraceLine outcome Dropped, never recorded) and the run goes on to
+	// its answer, so a caller that stops after one step leaves no thread
+	// waiting. Zero value: the run waits until answered.
+	ClientTimeout time.Duration
 	// ForkOf, when set, makes the run a fork of that thread
 	// (docs/forks.md) on ThreadID, a new thread: it starts from the
 	// conversation and log before ForkOf's model response ForkAt (zero
@@ -158,7 +164,7 @@ func (opts Options) runOptions() runclient.RunOptions {
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: (*agentrun.StreamOptions)(opts.Stream),
 		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout,
-		Instructions: opts.Instructions, Params: (*activities.ModelParams)(opts.Params), ClientTools: clientTools(opts.ClientTools)}
+		Instructions: opts.Instructions, Params: (*activities.ModelParams)(opts.Params), ClientTools: clientTools(opts.ClientTools), ClientTimeout: opts.ClientTimeout}
 }
 
 // clientTools are specs as the run's input takes them.
@@ -236,14 +242,16 @@ func (r *Run) whole(ctx context.Context, res *agentrun.RunResult) error {
 // has taken it. A resume of a run that is closed, or not interrupted,
 // fails (kind tulip.NotInterrupted; tulip.StaleInterrupt for an interrupt
 // that is not the current one); the same resume delivered twice takes
-// effect once (ResumeResult.Duplicate). After it, Await waits for the
-// run's next interrupt or its answer.
+// effect once (ResumeResult.Duplicate). The resume goes to this handle's
+// run: when its thread has gone on to a later run, it fails
+// (tulip.NotInterrupted). After it, Await waits for the run's next
+// interrupt or its answer.
 func (r *Run) Resume(ctx context.Context, in ResumeInput) (ResumeResult, error) {
 	rin, err := recode[agentrun.ResumeInput](in)
 	if err != nil {
 		return ResumeResult{}, err
 	}
-	out, err := runclient.Resume(ctx, r.c, r.h.WorkflowID, rin)
+	out, err := runclient.ResumeRun(ctx, r.c, r.h, rin)
 	if err != nil {
 		return ResumeResult{}, publicError(err)
 	}

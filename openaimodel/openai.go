@@ -55,8 +55,14 @@ type Options struct {
 	// "Authorization", as "Bearer KEY"; any other name (Azure OpenAI's
 	// "api-key") carries the key as is.
 	KeyHeader string
-	// Timeout bounds one HTTP request. Zero value: 60 s.
+	// Timeout bounds one HTTP request whole, a streamed answer's body
+	// included. Zero value: 10 minutes. A long answer is bounded by its
+	// progress instead (IdleTimeout).
 	Timeout time.Duration
+	// IdleTimeout bounds each wait without progress: for the response's
+	// headers, and then for each read of its body (a streamed answer's
+	// next piece). Zero value: 60 s.
+	IdleTimeout time.Duration
 	// SystemPrompt, when set, is sent first (a run's Instructions follow
 	// it in the same system message).
 	SystemPrompt string
@@ -89,11 +95,14 @@ func New(opts Options) (*Model, error) {
 		opts.APIKeyEnv = "OPENAI_API_KEY"
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 60 * time.Second
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	c := opts.HTTPClient
 	if c == nil {
-		c = &http.Client{Timeout: opts.Timeout}
+		c = &http.Client{}
 	}
 	return &Model{opts: opts, endpoint: strings.TrimRight(opts.BaseURL, "/") + "/chat/completions", client: c}, nil
 }
@@ -241,8 +250,53 @@ func (m *Model) Body(req tulip.ModelRequest) ([]byte, error) {
 	return json.Marshal(w)
 }
 
+// The zero values of Options.Timeout and Options.IdleTimeout.
+const (
+	DefaultTimeout     = 10 * time.Minute
+	DefaultIdleTimeout = 60 * time.Second
+)
+
+// idleReader cancels its request when no read makes progress within
+// idle: a stalled server ends the attempt, a slow one that keeps sending
+// does not.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	idle  time.Duration
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 {
+		ir.timer.Reset(ir.idle)
+	}
+	return n, err
+}
+
 // Respond implements tulip.Model.
 func (m *Model) Respond(ctx context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, m.opts.Timeout, errWholeTimeout)
+	defer cancel()
+	ctx, cancelIdle := context.WithCancelCause(ctx)
+	defer cancelIdle(nil)
+	idle := time.AfterFunc(m.opts.IdleTimeout, func() { cancelIdle(errIdleTimeout) })
+	defer idle.Stop()
+	resp, err := m.respond(ctx, req, idle)
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), errIdleTimeout) {
+		return resp, temporal.NewApplicationErrorWithCause(fmt.Sprintf("openai: no progress for %s (Options.IdleTimeout)", m.opts.IdleTimeout), ErrRetryable, err)
+	}
+	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), errWholeTimeout) {
+		return resp, temporal.NewApplicationErrorWithCause(fmt.Sprintf("openai: the answer took over %s (Options.Timeout)", m.opts.Timeout), ErrRetryable, err)
+	}
+	return resp, err
+}
+
+var (
+	errIdleTimeout  = errors.New("openai: idle timeout")
+	errWholeTimeout = errors.New("openai: timeout")
+)
+
+func (m *Model) respond(ctx context.Context, req tulip.ModelRequest, idle *time.Timer) (tulip.ModelResponse, error) {
 	body, err := m.Body(req)
 	if err != nil {
 		return tulip.ModelResponse{}, temporal.NewNonRetryableApplicationError("openai: encode request: "+err.Error(), ErrRejected, err)
@@ -264,10 +318,12 @@ func (m *Model) Respond(ctx context.Context, req tulip.ModelRequest) (tulip.Mode
 		return tulip.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: "+err.Error(), ErrRetryable, err)
 	}
 	defer resp.Body.Close()
+	idle.Reset(m.opts.IdleTimeout)
+	rbody := &idleReader{r: resp.Body, timer: idle, idle: m.opts.IdleTimeout}
 	if req.OnText != nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return readStream(resp.Body, req.OnText)
+		return readStream(rbody, req.OnText)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	data, err := io.ReadAll(io.LimitReader(rbody, 32<<20))
 	if err != nil {
 		return tulip.ModelResponse{}, temporal.NewApplicationErrorWithCause("openai: reading the response: "+err.Error(), ErrRetryable, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -25,7 +26,10 @@ const chatModel = "openai"
 
 type modelFlags struct {
 	provider, baseURL, model, apiKeyEnv, keyHeader string
-	mcp                                            *mcpConfig // the MCP servers the worker offers
+	// timeout bounds one model call's attempt whole; idle, each wait
+	// without progress (headers, a streamed answer's next piece).
+	timeout, idle time.Duration
+	mcp           *mcpConfig // the MCP servers the worker offers
 }
 
 // modelHelp is the help of the model flags, as each command words it.
@@ -40,6 +44,8 @@ func newModelFlags(fs *flagSet, h modelHelp) *modelFlags {
 	fs.StringVar(&mf.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", h.apiKeyEnv)
 	fs.StringVar(&mf.provider, "provider", "openai", `"openai": any OpenAI-compatible endpoint (--base-url); "anthropic": Anthropic's Messages API (key from ANTHROPIC_API_KEY; --base-url optional)`)
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", h.keyHeader)
+	fs.DurationVar(&mf.timeout, "model-timeout", openaimodel.DefaultTimeout, "the longest one model call's attempt may take, a streamed answer included")
+	fs.DurationVar(&mf.idle, "model-idle-timeout", openaimodel.DefaultIdleTimeout, "the longest a model call may go without progress (its headers, then each streamed piece) before it is tried again")
 	mf.mcp = mcpFlags(fs)
 	return mf
 }
@@ -66,14 +72,14 @@ func (mf *modelFlags) newModel() (activities.Model, error) {
 		if keyEnv == "OPENAI_API_KEY" { // the flag's default is the OpenAI one
 			keyEnv = ""
 		}
-		m, err := anthropicmodel.New(anthropicmodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: keyEnv, SystemPrompt: supportPrompt})
+		m, err := anthropicmodel.New(anthropicmodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: keyEnv, SystemPrompt: supportPrompt, Timeout: mf.timeout})
 		if err != nil {
 			return nil, err
 		}
 		return activities.PublicModel(m), nil
 	case "openai", "":
 		m, err := openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
-			SystemPrompt: supportPrompt})
+			SystemPrompt: supportPrompt, Timeout: mf.timeout, IdleTimeout: mf.idle})
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +118,7 @@ func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func()
 		return nil, nil, err
 	}
 	stop, err := s.startWorker(taskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{chatModel: m}})
+		Models: map[string]activities.Model{chatModel: m}, ModelTimeout: mf.timeout})
 	if err != nil {
 		_ = set.Close()
 		return nil, nil, err

@@ -58,6 +58,9 @@ type serveLimits struct {
 	maxStreams int           // concurrent streamed responses
 	write      time.Duration // one write to a client
 	grace      time.Duration // in-flight responses at shutdown
+	// clientWait is how long a run waits for its client tools' results
+	// (a request's metadata tulip_client_timeout may shorten it).
+	clientWait time.Duration
 }
 
 func (e *env) serve(args []string) error {
@@ -86,14 +89,15 @@ func (e *env) serve(args []string) error {
 	maxStreams := fs.Int("max-streams", 256, "concurrent streamed responses (429 over it)")
 	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "longest one write to a client may take; a client that stops reading is dropped")
 	grace := fs.Duration("shutdown-grace", 20*time.Second, "how long in-flight responses may take to finish at shutdown")
+	clientWait := fs.Duration("client-timeout", 10*time.Minute, "how long a run waits for a client tool's result before answering the call as not performed (a request's metadata tulip_client_timeout may shorten it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 || (!*noWorker && mf.missing()) {
 		return usageError{"usage: tulip serve ([--provider openai|anthropic] --base-url URL --model NAME | --no-worker) [--listen HOST:PORT] [--agent NAME]... [--hooks H,...] [--api-key-file FILE] [--id-key-file FILE] [--allow-origin O] [--db FILE | --address A] [--task-queue Q] [--mcp NAME=COMMAND ARGS...]"}
 	}
-	if *maxBody <= 0 || *maxStreams <= 0 || *writeTimeout <= 0 || *grace < 0 {
-		return usageError{"--max-body, --max-streams and --write-timeout must be positive"}
+	if *maxBody <= 0 || *maxStreams <= 0 || *writeTimeout <= 0 || *grace < 0 || *clientWait <= 0 {
+		return usageError{"--max-body, --max-streams, --write-timeout and --client-timeout must be positive"}
 	}
 	if len(agents) == 0 {
 		agents = agentList{agentrun.DefaultAgent}
@@ -159,7 +163,7 @@ func (e *env) serve(args []string) error {
 			toolNames = append(toolNames, t.Spec().Name)
 		}
 	}
-	limits := serveLimits{maxBody: *maxBody, maxStreams: *maxStreams, write: *writeTimeout, grace: *grace}
+	limits := serveLimits{maxBody: *maxBody, maxStreams: *maxStreams, write: *writeTimeout, grace: *grace, clientWait: *clientWait}
 	srv := newAPIServer(s.client, *taskQueue, agents, hooks, *maxTurns, keys, idKey, origins, ln.Addr().String(), limits, toolNames)
 	// A request's context ends with its client, or when the grace period
 	// after a shutdown has passed (runs go on in Temporal either way).
@@ -169,8 +173,11 @@ func (e *env) serve(args []string) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second, // the whole request; responses set their own write deadlines
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return base }}
+		// Headers up to 1 MiB are read, and those over maxHeaderBytes
+		// refused in OpenAI's error shape (the http.Server's own 431 is
+		// plain text).
+		MaxHeaderBytes: 1 << 20,
+		BaseContext:    func(net.Listener) context.Context { return base }}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	if s.server != nil {
@@ -211,20 +218,29 @@ type apiServer struct {
 	// toolNames are the agent's own tools (a client tool may not reuse
 	// one); empty with --no-worker, where the run refuses a clash.
 	toolNames []string
+	toolSet   map[string]struct{} // toolNames, to look up
 
 	streams  chan struct{} // a token a streamed response
 	draining chan struct{} // closed at shutdown
 	drainOne sync.Once
 	// threads serializes starts on one thread within this server (the
-	// start itself is atomic at the Temporal server).
-	threads sync.Map // thread → *sync.Mutex
+	// start itself is atomic at the Temporal server): a lock a thread
+	// while a start holds or waits for it, removed by its last holder.
+	threadsMu sync.Mutex
+	threads   map[string]*threadLock
+}
+
+// threadLock is one thread's start lock and how many hold or wait for it.
+type threadLock struct {
+	mu    sync.Mutex
+	users int
 }
 
 func newAPIServer(c client.Client, taskQueue string, agents, hooks []string, maxTurns int, keys map[string]string, idKey []byte,
 	origins []string, addr string, limits serveLimits, toolNames []string) *apiServer {
 	return &apiServer{c: c, taskQueue: taskQueue, agents: agents, hooks: hooks, maxTurns: maxTurns, keys: keys, ids: idKeyer{key: idKey},
-		origins: origins, addr: addr, limits: limits, toolNames: toolNames,
-		streams: make(chan struct{}, limits.maxStreams), draining: make(chan struct{})}
+		origins: origins, addr: addr, limits: limits, toolNames: toolNames, toolSet: setOf(toolNames),
+		streams: make(chan struct{}, limits.maxStreams), draining: make(chan struct{}), threads: map[string]*threadLock{}}
 }
 
 func (a *apiServer) drain() { a.drainOne.Do(func() { close(a.draining) }) }
@@ -239,6 +255,12 @@ func (a *apiServer) handler() http.Handler {
 		apiError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerBytes(r) > maxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			apiError(w, http.StatusRequestHeaderFieldsTooLarge, "invalid_request_error", "headers_too_large",
+				"", fmt.Sprintf("the request's headers are over %d bytes", maxHeaderBytes))
+			return
+		}
 		if !a.admit(w, r) {
 			return
 		}
@@ -259,12 +281,55 @@ func (a *apiServer) handler() http.Handler {
 	})
 }
 
+func setOf(names []string) map[string]struct{} {
+	set := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		set[n] = struct{}{}
+	}
+	return set
+}
+
+// maxHeaderBytes bounds a request's headers (431 over it).
+const maxHeaderBytes = 64 << 10
+
+// headerBytes is the size of a request's header lines, as sent.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
 // lockThread holds thread's start lock until the returned func is called.
+// The map holds a thread only while a start holds or waits for its lock.
 func (a *apiServer) lockThread(thread string) func() {
-	v, _ := a.threads.LoadOrStore(thread, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+	a.threadsMu.Lock()
+	l := a.threads[thread]
+	if l == nil {
+		l = &threadLock{}
+		a.threads[thread] = l
+	}
+	l.users++
+	a.threadsMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		a.threadsMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(a.threads, thread)
+		}
+		a.threadsMu.Unlock()
+	}
+}
+
+// lockedThreads counts the threads whose start lock is held or waited for.
+func (a *apiServer) lockedThreads() int {
+	a.threadsMu.Lock()
+	defer a.threadsMu.Unlock()
+	return len(a.threads)
 }
 
 func (a *apiServer) models(w http.ResponseWriter, r *http.Request) {

@@ -143,7 +143,13 @@ func (a *apiServer) admit(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // sameOrigin: origin is this server's own (a page it served, were it to).
+// A server on every interface (--insecure on 0.0.0.0) has no origin of
+// its own: any host reaches it, so a page's origin proves nothing, and
+// only --allow-origin's origins are let in.
 func (a *apiServer) sameOrigin(origin string) bool {
+	if lhost, _, err := net.SplitHostPort(a.addr); err != nil || net.ParseIP(lhost) == nil || net.ParseIP(lhost).IsUnspecified() {
+		return false
+	}
 	u, err := url.Parse(origin)
 	return err == nil && u.Scheme == "http" && a.hostAllowed(u.Host)
 }

@@ -59,6 +59,11 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		badInput(w, param, msg)
 		return
 	}
+	wait, param, msg := a.clientWait(req.Metadata)
+	if msg != "" {
+		badInput(w, param, msg)
+		return
+	}
 	maxTokens := req.MaxCompletion
 	if maxTokens == nil {
 		maxTokens = req.MaxTokens
@@ -70,10 +75,14 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	// The request's new part: the last user message, or the tool messages
 	// after the last assistant message (a client tool's results).
+	if len(req.Messages) > maxInputItems {
+		badInput(w, "messages", fmt.Sprintf("a request holds at most %d messages, not %d", maxInputItems, len(req.Messages)))
+		return
+	}
 	var instructions []string
 	message, turns := "", 0
 	var results []clientResult
-	var target *respID
+	var target, continues *respID
 	for i, m := range req.Messages {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
@@ -92,6 +101,19 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		case "assistant":
 			turns++
 			message, results, target = "", nil, nil
+			// A client tool's call this server made names its thread: a
+			// conversation resent without the header continues it.
+			var calls []struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(m.ToolCalls, &calls) == nil {
+				for _, c := range calls {
+					if id, ok := a.ids.decode(idCall, tenant, c.ID); ok {
+						id.Call, id.From, id.Lines, id.BaseIn, id.BaseOut = "", 0, 0, 0, 0
+						continues = &id
+					}
+				}
+			}
 		case "tool":
 			call, ok := a.ids.decode(idCall, tenant, m.ToolCallID)
 			if !ok {
@@ -120,10 +142,31 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		badInput(w, "messages", "the last message must be the user's message, or tool messages answering the last assistant message's tool calls")
 		return
 	}
-	if len(results) == 0 && name == "" && turns > 1 {
+	if len(results) == 0 && name == "" && turns > 1 && continues == nil {
 		badInput(w, "messages", "a conversation of several turns lives in a thread: send its new user message with the header "+ThreadHeader+": THREAD (the thread keeps the earlier turns)")
 		return
 	}
+	if len(results) == 0 && name == "" && continues != nil {
+		if err := a.lastOfThread(ctx, tenant, *continues); err != nil {
+			var ie inputError
+			if errors.As(err, &ie) {
+				badInput(w, "messages", ie.msg)
+			} else {
+				runError(w, err, "messages")
+			}
+			return
+		}
+	}
+	// Every refusal comes before the run starts: a streamed answer takes
+	// its stream slot first.
+	release := func() {}
+	if req.Stream {
+		var ok bool
+		if release, ok = a.acquireStream(w); !ok {
+			return
+		}
+	}
+	defer release()
 	var run *agent.Run
 	var id respID
 	var err error
@@ -131,11 +174,14 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		run, id, err = a.answer(ctx, tenant, *target, turnInput{results: results})
 	} else {
 		thread := threadName{Chat: true, Name: name}
-		if name == "" {
+		switch {
+		case name == "" && continues != nil:
+			thread = continues.Thread
+		case name == "":
 			thread = newResponsesThread()
 		}
 		run, err = a.start(ctx, tenant, thread, runRequest{agent: req.Model, message: message,
-			instructions: strings.Join(instructions, "\n\n"), params: params, tools: tools})
+			instructions: strings.Join(instructions, "\n\n"), params: params, tools: tools, clientWait: wait, stream: req.Stream})
 		if err == nil {
 			id = respID{Thread: thread, Run: run.RunID()}
 		}
@@ -179,11 +225,6 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // comes, then client tool calls (delta.tool_calls), a last chunk with
 // finish_reason and the tulip field, the usage chunk when asked, [DONE].
 func (a *apiServer) streamChat(w http.ResponseWriter, r *http.Request, run *agent.Run, m respMeta, cid string, includeUsage bool) {
-	release, ok := a.acquireStream(w)
-	if !ok {
-		return
-	}
-	defer release()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -263,6 +304,7 @@ loop:
 		case <-deadline:
 			cancelWatch()
 		case <-a.draining:
+			shutdownChunk(write, m)
 			return
 		case <-ctx.Done():
 			return
@@ -278,6 +320,7 @@ loop:
 		case <-ctx.Done():
 			return
 		case <-a.draining:
+			shutdownChunk(write, m)
 			return
 		}
 	}
@@ -320,6 +363,15 @@ loop:
 	write([]byte("data: [DONE]\n\n"))
 }
 
+// shutdownChunk ends a chat stream cut by the server's shutdown with
+// OpenAI's error chunk: the run goes on, and its answer is read back
+// through the Responses API (the response id in the error).
+func shutdownChunk(write func([]byte), m respMeta) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"type": "server_error", "code": "server_shutting_down", "param": nil,
+		"message": fmt.Sprintf("tulip serve is shutting down: the run goes on; read its answer with GET /v1/responses/%s", m.sid)}})
+	write([]byte("data: " + string(b) + "\n\n"))
+}
+
 // chatObject is a chat completion of a run, with tulip's account of it
 // (the "tulip" field: thread, status, the agent's calls as mcp_call items,
 // interrupt). A client tool's calls are the message's tool_calls.
@@ -346,7 +398,7 @@ func (a *apiServer) chatObject(cid string, m respMeta, res *agent.Result) map[st
 		}
 		message["content"], message["tool_calls"], finish = nil, toolCalls, "tool_calls"
 	case res.Status == agent.Interrupted && res.Interrupt != nil:
-		ext["interrupt"] = approvalItem(res.Interrupt)
+		ext["interrupt"] = approvalItem(a.approvalID(m, res.Interrupt.ID), res.Interrupt)
 		if res.Answer == "" {
 			message["content"] = fmt.Sprintf("(the run waits for approval: %s; answer it with POST /v1/responses, docs/serve.md)", res.Interrupt.Reason)
 		}

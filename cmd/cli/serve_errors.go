@@ -27,8 +27,10 @@ func badInput(w http.ResponseWriter, param, msg string) {
 	apiError(w, http.StatusBadRequest, "invalid_request_error", "invalid_value", param, msg)
 }
 
+// notFound answers 404 for an id that names nothing here; it echoes at
+// most the id's first 64 bytes.
 func notFound(w http.ResponseWriter, param, id string) {
-	apiError(w, http.StatusNotFound, "invalid_request_error", "response_not_found", param, fmt.Sprintf("no response %q", id))
+	apiError(w, http.StatusNotFound, "invalid_request_error", "response_not_found", param, fmt.Sprintf("no response %q", shortID(id)))
 }
 
 func tooLarge(w http.ResponseWriter, limit int64) {
@@ -69,7 +71,10 @@ func (a *apiServer) decodeBody(w http.ResponseWriter, r *http.Request, v any) bo
 // reveals no run id: the messages are the kinds' own.
 func runError(w http.ResponseWriter, err error, param string) {
 	var rf *agent.RunFailedError
+	var ae *answeredError
 	switch k := tulip.KindOf(err); {
+	case errors.As(err, &ae):
+		apiError(w, http.StatusConflict, "invalid_request_error", "approval_answered", "input", ae.Error())
 	case k == tulip.ThreadBusy:
 		busy(w, param)
 	case k == tulip.BadInput:

@@ -104,6 +104,12 @@ type respID struct {
 const (
 	idResponse = "resp_"
 	idCall     = "call_"
+	// idMessage names an answer's message item: a client that resends it
+	// (or an item_reference to it) names the thread it continues.
+	idMessage = "msg_"
+	// idApproval names an approval request (an interrupt of a run): its
+	// answer reaches the run without previous_response_id.
+	idApproval = "mcpr_"
 )
 
 const idVersion = 1
@@ -132,7 +138,7 @@ func (k idKeyer) encode(purpose, tenant string, id respID) string {
 		b = appendString(b, id.Run)
 	}
 	b = appendString(b, id.Thread.Name)
-	if purpose == idCall {
+	if purpose != idResponse {
 		b = appendString(b, id.Call)
 	}
 	b = append(b, k.mac(purpose, tenant, b)...)
@@ -176,7 +182,7 @@ func (k idKeyer) decode(purpose, tenant, s string) (respID, bool) {
 	if id.Thread.Name, r, ok = readString(r); !ok {
 		return respID{}, false
 	}
-	if purpose == idCall {
+	if purpose != idResponse {
 		if id.Call, r, ok = readString(r); !ok {
 			return respID{}, false
 		}

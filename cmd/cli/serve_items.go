@@ -96,8 +96,9 @@ func messageItem(id, text, status string) map[string]any {
 }
 
 // approvalItem asks for an interrupt's answer: an mcp_approval_request
-// whose id is the interrupt's, with the held calls (docs/serve.md).
-func approvalItem(in *agent.Interrupt) map[string]any {
+// whose id names the interrupt (id: an authenticated approval id, or the
+// interrupt's own id), with the held calls (docs/serve.md).
+func approvalItem(id string, in *agent.Interrupt) map[string]any {
 	var held []map[string]any
 	name, args := "", "{}"
 	for i, c := range in.Held {
@@ -106,8 +107,8 @@ func approvalItem(in *agent.Interrupt) map[string]any {
 			name, args = c.Name, c.Arguments
 		}
 	}
-	return map[string]any{"type": "mcp_approval_request", "id": in.ID, "server_label": "tulip", "name": name, "arguments": args,
-		"tulip": map[string]any{"hook": in.Hook, "reason": in.Reason, "turn": in.Turn, "held": held}}
+	return map[string]any{"type": "mcp_approval_request", "id": id, "server_label": "tulip", "name": name, "arguments": args,
+		"tulip": map[string]any{"hook": in.Hook, "reason": in.Reason, "turn": in.Turn, "held": held, "interrupt_id": in.ID}}
 }
 
 // tokens are a response's token counts.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,7 @@ type inputItem struct {
 	Reason            string          `json:"reason"`
 	CallID            string          `json:"call_id"`
 	Output            json.RawMessage `json:"output"`
+	ID                string          `json:"id"`
 }
 
 // contentText reads a message's content: a string, or parts with text.
@@ -87,6 +89,16 @@ type turnInput struct {
 	results  []clientResult
 	// target is the run the results answer (from their call ids).
 	target *respID
+	// interrupt is the interrupt the approval answers.
+	interrupt string
+	// earlier: the input resends items of earlier turns (history, as a
+	// framework sends it when it does not use previous_response_id).
+	earlier bool
+	// continues is the response the resent history ends with, read from
+	// the last earlier item whose id this server made (an answer's
+	// message, an item_reference to it, a client tool's call): nil when
+	// no earlier item names one.
+	continues *respID
 }
 
 // clientResult is one client tool's output, for the call its id names.
@@ -103,7 +115,8 @@ var echoed = []string{"function_call", "mcp_call", "mcp_approval_request", "mcp_
 
 // readInput reads a request's input items: the new user message (the
 // user messages after the last item the thread already holds), or an
-// approval answer, or client tool outputs.
+// approval answer, or client tool outputs; and, when the input resends
+// earlier turns, the response they end with.
 func (a *apiServer) readInput(tenant string, raw json.RawMessage) (turnInput, string, string) {
 	var in turnInput
 	var s string
@@ -118,8 +131,10 @@ func (a *apiServer) readInput(tenant string, raw json.RawMessage) (turnInput, st
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return in, "input", "input is a string or a list of input items"
 	}
+	if len(items) > maxInputItems {
+		return in, "input", fmt.Sprintf("input holds at most %d items, not %d", maxInputItems, len(items))
+	}
 	var users []string
-	earlier := false // an item of an earlier turn came before the user messages
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		switch {
@@ -127,11 +142,18 @@ func (a *apiServer) readInput(tenant string, raw json.RawMessage) (turnInput, st
 			if it.ApprovalRequestID == "" || it.Approve == nil {
 				return in, param, "an mcp_approval_response needs approval_request_id and approve"
 			}
-			in.approval = &items[i]
+			in.approval, in.target, in.results, users = &items[i], nil, nil, nil
+			if id, ok := a.ids.decode(idApproval, tenant, it.ApprovalRequestID); ok {
+				in.interrupt = id.Call
+				id.Call = ""
+				in.target = &id
+			} else {
+				in.interrupt = it.ApprovalRequestID
+			}
 		case it.Type == "function_call_output":
 			call, ok := a.ids.decode(idCall, tenant, it.CallID)
 			if !ok {
-				return in, param + ".call_id", fmt.Sprintf("no tool call %q waits for a result here", it.CallID)
+				return in, param + ".call_id", fmt.Sprintf("no tool call %q waits for a result here", shortID(it.CallID))
 			}
 			out, ok := outputOf(it.Output)
 			if !ok {
@@ -143,19 +165,43 @@ func (a *apiServer) readInput(tenant string, raw json.RawMessage) (turnInput, st
 			in.target = &call
 			in.results = append(in.results, clientResult{call: call, output: out, param: param})
 		case slices.Contains(echoed, it.Type):
-			earlier, users = true, nil
+			// An earlier turn's item: what came before it (answers
+			// included) is history too.
+			in.earlier, users, in.approval, in.results, in.target = true, nil, nil, nil, nil
+			a.noteEarlier(&in, tenant, it)
 		case it.Type == "message" || it.Type == "":
 			switch it.Role {
 			case "system", "developer":
 				// Instructions: read with the request's (docs/serve.md).
 			case "user":
+				if ap, ok := approvalPart(it.Content); ok {
+					// An approval's answer as a message's content part
+					// (LangChain sends it so).
+					items[i].Type, items[i].ApprovalRequestID, items[i].Approve, items[i].Reason = "mcp_approval_response", ap.ApprovalRequestID, ap.Approve, ap.Reason
+					if ap.ApprovalRequestID == "" || ap.Approve == nil {
+						return in, param, "an mcp_approval_response needs approval_request_id and approve"
+					}
+					in.approval, in.target, in.results, users = &items[i], nil, nil, nil
+					if id, ok := a.ids.decode(idApproval, tenant, ap.ApprovalRequestID); ok {
+						in.interrupt = id.Call
+						id.Call = ""
+						in.target = &id
+					} else {
+						in.interrupt = ap.ApprovalRequestID
+					}
+					continue
+				}
+				if in.approval != nil {
+					in.approval, in.target = nil, nil // an earlier turn's answer, then a new message
+				}
 				text, ok := contentText(it.Content)
 				if !ok {
 					return in, param + ".content", "a message's content is a string or input_text parts"
 				}
 				users = append(users, text)
 			case "assistant":
-				earlier, users = true, nil
+				in.earlier, users, in.approval, in.results, in.target = true, nil, nil, nil, nil
+				a.noteEarlier(&in, tenant, it)
 			default:
 				return in, param + ".role", fmt.Sprintf("role %q is not a message role (user, assistant, system, developer)", it.Role)
 			}
@@ -173,8 +219,44 @@ func (a *apiServer) readInput(tenant string, raw json.RawMessage) (turnInput, st
 	case len(users) == 1:
 		in.message = users[0]
 	}
-	_ = earlier
 	return in, "", ""
+}
+
+// approvalPart reads a message's content when it is one
+// mcp_approval_response part.
+func approvalPart(raw json.RawMessage) (inputItem, bool) {
+	var parts []inputItem
+	if json.Unmarshal(raw, &parts) != nil || len(parts) != 1 || parts[0].Type != "mcp_approval_response" {
+		return inputItem{}, false
+	}
+	return parts[0], true
+}
+
+// noteEarlier reads the response an earlier item names, when this server
+// made its id for this tenant: an answer's message (resent, or an
+// item_reference to it) or a client tool's call.
+func (a *apiServer) noteEarlier(in *turnInput, tenant string, it inputItem) {
+	var id respID
+	var ok bool
+	switch {
+	case strings.HasPrefix(it.ID, idMessage):
+		id, ok = a.ids.decode(idMessage, tenant, it.ID)
+	case it.Type == "function_call":
+		id, ok = a.ids.decode(idCall, tenant, it.CallID)
+	}
+	if ok {
+		id.Call, id.From, id.Lines, id.BaseIn, id.BaseOut = "", 0, 0, 0, 0
+		in.continues = &id
+	}
+}
+
+// shortID is an id as an error message shows it: at most its first 64
+// bytes.
+func shortID(id string) string {
+	if len(id) > 64 {
+		return strings.ToValidUTF8(id[:64], "") + "..."
+	}
+	return id
 }
 
 // outputOf reads a function_call_output's output: a string, or text parts.
@@ -211,6 +293,10 @@ type clientTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// ServerLabel names a hosted MCP tool ("mcp"): "tulip", the agent's
+	// own tools, which a framework declares to take their calls and
+	// approvals (the Agents SDK's hostedMcpTool).
+	ServerLabel string `json:"server_label"`
 	// Function holds the tool in Chat Completions' shape.
 	Function *clientTool `json:"function"`
 	// Tulip is tulip's extension: {"idempotent": true} serves an
@@ -220,10 +306,27 @@ type clientTool struct {
 	} `json:"tulip"`
 }
 
+// What one request may offer: OpenAI's own bound on tools, and bounds on
+// their schemas that keep every check linear and small.
+const (
+	maxClientTools  = 128      // tools a request offers
+	maxSchemaBytes  = 64 << 10 // one tool's parameters
+	maxSchemasBytes = 1 << 20  // all of a request's tools' parameters
+	maxSchemaDepth  = 32       // nesting of one tool's parameters
+	maxInputItems   = 4096     // a request's input items or messages
+)
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // clientTools reads a request's tools: function tools only, no clash with
 // the agent's own, idempotent when marked (the tool's tulip field, or the
-// request's metadata tulip_idempotent_tools: names, comma-separated).
+// request's metadata tulip_idempotent_tools: names, comma-separated). It
+// refuses more than maxClientTools tools and schemas over their bounds,
+// and its checks are linear in the request.
 func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) ([]activities.ToolSpec, string, string) {
+	if len(raw) > maxClientTools {
+		return nil, "tools", fmt.Sprintf("a request offers at most %d tools, not %d", maxClientTools, len(raw))
+	}
 	idem := map[string]bool{}
 	if v, ok := metadata["tulip_idempotent_tools"].(string); ok {
 		for _, n := range strings.Split(v, ",") {
@@ -231,11 +334,19 @@ func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) 
 		}
 	}
 	var specs []activities.ToolSpec
+	names := make(map[string]bool, len(raw))
+	total := 0
 	for i, r := range raw {
 		param := fmt.Sprintf("tools[%d]", i)
 		var t clientTool
 		if err := json.Unmarshal(r, &t); err != nil {
 			return nil, param, "a tool is an object: " + err.Error()
+		}
+		if t.Type == "mcp" && t.ServerLabel == "tulip" {
+			continue // the agent's own tools, declared: they run on the server, approved by its hooks
+		}
+		if t.Type == "mcp" {
+			return nil, param + ".server_label", fmt.Sprintf("the only MCP server here is the agent's own, server_label \"tulip\", not %q", t.ServerLabel)
 		}
 		if t.Type != "function" {
 			return nil, param + ".type", fmt.Sprintf("tools of type %q are not supported: the agent's own tools run on the server; a client offers function tools", t.Type)
@@ -249,13 +360,26 @@ func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) 
 		if t.Name == "" {
 			return nil, param + ".name", "a function tool needs a name"
 		}
-		if slices.Contains(a.toolNames, t.Name) {
+		if !toolNameRE.MatchString(t.Name) {
+			return nil, param + ".name", "a tool's name is 1-64 of a-z A-Z 0-9 _ -"
+		}
+		if a.ownTool(t.Name) {
 			return nil, param + ".name", fmt.Sprintf("the tool %q is the agent's own (it runs on the server): give the client's tool another name", t.Name)
 		}
-		if slices.ContainsFunc(specs, func(s activities.ToolSpec) bool { return s.Name == t.Name }) {
+		if names[t.Name] {
 			return nil, param + ".name", fmt.Sprintf("the tool %q is offered twice", t.Name)
 		}
+		names[t.Name] = true
 		params := t.Parameters
+		if len(params) > maxSchemaBytes {
+			return nil, param + ".parameters", fmt.Sprintf("a tool's parameters schema is at most %d bytes", maxSchemaBytes)
+		}
+		if total += len(params); total > maxSchemasBytes {
+			return nil, param + ".parameters", fmt.Sprintf("the tools' parameters schemas are at most %d bytes together", maxSchemasBytes)
+		}
+		if jsonDepth(params) > maxSchemaDepth {
+			return nil, param + ".parameters", fmt.Sprintf("a tool's parameters schema nests at most %d levels", maxSchemaDepth)
+		}
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
@@ -263,6 +387,40 @@ func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) 
 			Idempotent: idem[t.Name] || (t.Tulip != nil && t.Tulip.Idempotent)})
 	}
 	return specs, "", ""
+}
+
+// ownTool: name is one of the agent's own tools.
+func (a *apiServer) ownTool(name string) bool {
+	_, ok := a.toolSet[name]
+	return ok
+}
+
+// jsonDepth is the deepest nesting of objects and arrays in valid JSON
+// text, read in one pass.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > deepest {
+				deepest = depth
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // modelParams are a request's model parameters (nil when none is set).
@@ -287,6 +445,30 @@ type runRequest struct {
 	agent, message, instructions string
 	params                       *activities.ModelParams
 	tools                        []activities.ToolSpec
+	clientWait                   time.Duration // 0: the server's
+	// stream: the response is streamed, so the run streams its text (in
+	// pieces of textBatch); an unstreamed one's text adds no history.
+	stream bool
+}
+
+// textBatch is how often a streamed answer's text is sent to its run's
+// history (one signal each): about one event a second of text.
+const textBatch = 1000
+
+// clientWait reads a request's metadata tulip_client_timeout (a duration,
+// "90s"): how long its run waits for client tools' results, at most the
+// server's --client-timeout.
+func (a *apiServer) clientWait(metadata map[string]any) (time.Duration, string, string) {
+	v, ok := metadata["tulip_client_timeout"]
+	if !ok {
+		return 0, "", ""
+	}
+	s, _ := v.(string)
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, "metadata.tulip_client_timeout", "tulip_client_timeout is a positive duration, such as \"90s\""
+	}
+	return min(d, a.limits.clientWait), "", ""
 }
 
 // start starts a run on thread: one at a time on a thread (this server's
@@ -295,8 +477,15 @@ func (a *apiServer) start(ctx context.Context, tenant string, thread threadName,
 	wfID := thread.workflowID(tenant)
 	unlock := a.lockThread(wfID)
 	defer unlock()
-	return agent.Start(ctx, a.c, agent.Options{TaskQueue: a.taskQueue, Model: chatModel, Agent: rr.agent, ThreadID: wfID,
-		Message: rr.message, Hooks: a.hooks, MaxTurns: a.maxTurns, Stream: &agent.StreamOptions{Text: true, Content: true},
+	wait := rr.clientWait
+	if wait == 0 {
+		wait = a.limits.clientWait
+	}
+	if len(rr.tools) == 0 {
+		wait = 0 // no client tools: nothing to wait for (and the input stays as before)
+	}
+	return agent.Start(ctx, a.c, agent.Options{TaskQueue: a.taskQueue, Model: chatModel, Agent: rr.agent, ThreadID: wfID, ClientTimeout: wait,
+		Message: rr.message, Hooks: a.hooks, MaxTurns: a.maxTurns, Stream: &agent.StreamOptions{Text: rr.stream, BatchMillis: textBatch, Content: true},
 		Instructions: rr.instructions, Params: (*tulip.ModelParams)(rr.params), ClientTools: publicSpecs(rr.tools)})
 }
 
@@ -307,6 +496,11 @@ func (a *apiServer) answer(ctx context.Context, tenant string, id respID, in tur
 	state, err := run.State(ctx)
 	if err != nil {
 		return nil, respID{}, err
+	}
+	if in.approval != nil && in.target != nil && (state.Interrupt == nil || state.Interrupt.ID != in.interrupt) {
+		// The approval's id is one this server made for this run: the
+		// run no longer waits for it, so it was answered.
+		return nil, respID{}, a.standing(ctx, run, in.interrupt)
 	}
 	if state.Status != agent.Interrupted || state.Interrupt == nil {
 		return nil, respID{}, &agent.NotInterruptedError{WorkflowID: run.ID()}
@@ -320,13 +514,13 @@ func (a *apiServer) answer(ctx context.Context, tenant string, id respID, in tur
 		if state.Interrupt.Hook == agentrun.ClientToolsHook {
 			return nil, respID{}, inputError{"input", "the run waits for client tool results (function_call_output), not an approval"}
 		}
-		resume = agent.Approve(in.approval.ApprovalRequestID)
+		resume = agent.Approve(in.interrupt)
 		if !*in.approval.Approve {
 			reason := in.approval.Reason
 			if reason == "" {
 				reason = "declined"
 			}
-			resume = agent.Decline(in.approval.ApprovalRequestID, reason)
+			resume = agent.Decline(in.interrupt, reason)
 		}
 	default:
 		if state.Interrupt.Hook != agentrun.ClientToolsHook {
@@ -337,10 +531,43 @@ func (a *apiServer) answer(ctx context.Context, tenant string, id respID, in tur
 			resume.Results = append(resume.Results, agent.ToolResult{CallID: r.call.Call, Output: r.output})
 		}
 	}
-	if _, err := run.Resume(ctx, resume); err != nil {
+	out, err := run.Resume(ctx, resume)
+	if err != nil {
 		return nil, respID{}, err
 	}
+	if out.Duplicate {
+		return nil, respID{}, a.standing(ctx, run, out.InterruptID)
+	}
 	return run, next, nil
+}
+
+// answeredError: an approval (or a client tool call) was answered already;
+// the answer that stands is Outcome.
+type answeredError struct{ interrupt, outcome string }
+
+func (e *answeredError) Error() string {
+	return fmt.Sprintf("interrupt %s was answered already (%s): a second answer changes nothing", e.interrupt, e.outcome)
+}
+
+// standing is the error for a second answer to interrupt: what the first
+// answer did, read from the run's trace (its held calls performed or
+// dropped).
+func (a *apiServer) standing(ctx context.Context, run *agent.Run, interrupt string) error {
+	outcome := "answered"
+	if st, err := run.State(ctx); err == nil {
+		for i := len(st.Trace) - 1; i >= 0; i-- {
+			switch st.Trace[i].Outcome {
+			case agent.Dangling:
+				outcome = "approved: its calls ran"
+			case agent.Dropped:
+				outcome = "declined: its calls did not run"
+			default:
+				continue
+			}
+			break
+		}
+	}
+	return &answeredError{interrupt: interrupt, outcome: outcome}
 }
 
 // inputError is a request's bad field, found after its run was read.
@@ -385,6 +612,26 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 		badInput(w, "input", "input holds no new user message")
 		return
 	}
+	key, param, msg := idempotencyKey(r)
+	if msg != "" {
+		badInput(w, param, msg)
+		return
+	}
+	wait, param, msg := a.clientWait(req.Metadata)
+	if msg != "" {
+		badInput(w, param, msg)
+		return
+	}
+	// Every refusal comes before the run starts: a streamed response takes
+	// its stream slot first.
+	release := func() {}
+	if req.Stream {
+		var ok bool
+		if release, ok = a.acquireStream(w); !ok {
+			return
+		}
+	}
+	defer release()
 	var id respID
 	var run *agent.Run
 	var err error
@@ -403,11 +650,38 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 		run, id, err = a.answer(ctx, tenant, *target, in)
 	} else {
 		thread := prev.Thread
-		if req.PreviousResponseID == "" {
+		switch {
+		case req.PreviousResponseID != "":
+		case in.continues != nil:
+			// The input resends the conversation (as frameworks do for
+			// multi-turn): it continues the thread its last answer names,
+			// when that answer is the thread's last.
+			if err := a.lastOfThread(ctx, tenant, *in.continues); err != nil {
+				var ie inputError
+				if errors.As(err, &ie) {
+					badInput(w, ie.param, ie.msg)
+				} else {
+					runError(w, err, "input")
+				}
+				return
+			}
+			thread = in.continues.Thread
+		case in.earlier:
+			badInput(w, "input", "the input resends earlier turns, but none of its items is one this server returned to you, so no thread is known to continue: "+
+				"continue with previous_response_id, or resend the earlier output items with their ids (docs/serve.md, \"Multi-turn\")")
+			return
+		case key != "":
+			thread = a.keyedThread(tenant, key)
+		default:
 			thread = newResponsesThread()
 		}
-		run, err = a.start(ctx, tenant, thread, runRequest{agent: req.Model, message: in.message,
-			instructions: instructionsOf(req.Instructions, req.Input), params: params, tools: tools})
+		rr := runRequest{agent: req.Model, message: in.message,
+			instructions: instructionsOf(req.Instructions, req.Input), params: params, tools: tools, clientWait: wait, stream: req.Stream}
+		if key != "" && req.PreviousResponseID == "" && in.continues == nil {
+			run, err = a.startOnce(ctx, tenant, thread, rr)
+		} else {
+			run, err = a.start(ctx, tenant, thread, rr)
+		}
 		if err == nil {
 			id = respID{Thread: thread, Run: run.RunID()}
 		}
@@ -438,6 +712,66 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSONBounded(w, a.limits.write, http.StatusOK, a.responseObject(meta, res, nil))
+}
+
+// lastOfThread checks that id, the response a resent conversation ends
+// with, is its thread's last: a conversation resent from an earlier point
+// (edited, or branched) cannot continue the thread.
+func (a *apiServer) lastOfThread(ctx context.Context, tenant string, id respID) error {
+	desc, err := a.c.DescribeWorkflowExecution(ctx, id.Thread.workflowID(tenant), "")
+	if err != nil {
+		return err
+	}
+	if desc.GetWorkflowExecutionInfo().GetFirstRunId() != id.Run {
+		return inputError{"input", "the input resends a conversation that ends before its thread's last response (the thread went on since): " +
+			"resend the whole conversation, or continue with previous_response_id"}
+	}
+	return nil
+}
+
+// idempotencyKey reads a request's Idempotency-Key header: a retried
+// request that starts a thread with the same key reaches the run the
+// first one started instead of starting another.
+func idempotencyKey(r *http.Request) (string, string, string) {
+	key := strings.TrimSpace(r.Header.Get(IdempotencyHeader))
+	if len(key) > 256 || strings.ContainsAny(key, "\x00\n\r") {
+		return "", IdempotencyHeader, "an idempotency key is at most 256 characters on one line"
+	}
+	return key, "", ""
+}
+
+// IdempotencyHeader names a request's idempotency key (docs/serve.md).
+const IdempotencyHeader = "Idempotency-Key"
+
+// keyedThread is the thread a request with an idempotency key starts: the
+// same for the same tenant and key, on every server sharing the id key.
+func (a *apiServer) keyedThread(tenant, key string) threadName {
+	return threadName{Name: string(a.ids.mac("idempotency-key", tenant, []byte(key)))}
+}
+
+// startOnce starts a keyed request's run, or reaches the one its first
+// try started.
+func (a *apiServer) startOnce(ctx context.Context, tenant string, thread threadName, rr runRequest) (*agent.Run, error) {
+	wfID := thread.workflowID(tenant)
+	if run := a.existing(ctx, wfID); run != nil {
+		return run, nil
+	}
+	run, err := a.start(ctx, tenant, thread, rr)
+	if tulip.Is(err, tulip.ThreadBusy) {
+		if run := a.existing(ctx, wfID); run != nil {
+			return run, nil
+		}
+	}
+	return run, err
+}
+
+// existing is the run a thread has, or nil when it has none.
+func (a *apiServer) existing(ctx context.Context, wfID string) *agent.Run {
+	desc, err := a.c.DescribeWorkflowExecution(ctx, wfID, "")
+	if err != nil {
+		return nil
+	}
+	return agent.Attach(a.c, wfID, desc.GetWorkflowExecutionInfo().GetFirstRunId())
 }
 
 // await waits for the run's answer: until it is there, the client leaves,
@@ -486,6 +820,11 @@ func (a *apiServer) getResponse(w http.ResponseWriter, r *http.Request) {
 			}
 			after = n
 		}
+		release, ok := a.acquireStream(w)
+		if !ok {
+			return
+		}
+		defer release()
 		a.streamResponse(w, r, run, meta, after)
 		return
 	}
@@ -511,6 +850,25 @@ func (a *apiServer) meta(tenant string, id respID, model, prev string) respMeta 
 	return respMeta{id: id, sid: a.ids.encode(idResponse, tenant, id), tenant: tenant, model: model, prev: prev, created: time.Now().Unix()}
 }
 
+// messageID is the id of the message item of the run's answer in turn
+// (attempt: the model asked again within the turn, when not 0):
+// authenticated, naming its run, so a client that resends it continues
+// the thread.
+func (a *apiServer) messageID(m respMeta, turn, attempt int) string {
+	id := respID{Thread: m.id.Thread, Run: m.id.Run, Call: strconv.Itoa(turn)}
+	if attempt != 0 {
+		id.Call += "." + strconv.Itoa(attempt)
+	}
+	return a.ids.encode(idMessage, m.tenant, id)
+}
+
+// approvalID is the id of an interrupt's mcp_approval_request:
+// authenticated, naming its run and the interrupt, so that its answer
+// needs no previous_response_id (frameworks resend the conversation).
+func (a *apiServer) approvalID(m respMeta, interrupt string) string {
+	return a.ids.encode(idApproval, m.tenant, respID{Thread: m.id.Thread, Run: m.id.Run, Call: interrupt})
+}
+
 // callID is a client tool call's id: authenticated, naming its run.
 func (a *apiServer) callID(m respMeta, call string) string {
 	id := m.id
@@ -532,21 +890,21 @@ func (a *apiServer) outputItems(m respMeta, res *agent.Result) []any {
 			continue
 		}
 		ap := ""
-		if l.Outcome == agent.Held {
-			ap = approval
+		if l.Outcome == agent.Held && approval != "" {
+			ap = a.approvalID(m, approval)
 		}
 		out = append(out, mcpCallItem(agent.CallItem{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Outcome: l.Outcome, ServedFrom: l.ServedFrom,
 			Relation: l.Relation, Arguments: l.Arguments, Result: l.Result, Error: l.Error}, ap))
 	}
 	switch {
 	case res.Status == agent.Completed && res.Answer != "":
-		out = append(out, messageItem(fmt.Sprintf("msg_%s_%d", m.id.Run[:min(8, len(m.id.Run))], res.Turns), res.Answer, "completed"))
+		out = append(out, messageItem(a.messageID(m, res.Turns, 0), res.Answer, "completed"))
 	case res.Status == agent.Interrupted && res.Interrupt != nil && res.Interrupt.Hook == agentrun.ClientToolsHook:
 		for _, c := range res.Interrupt.Held {
 			out = append(out, functionCallItem(a.callID(m, c.ID), c.Name, c.Arguments))
 		}
 	case res.Status == agent.Interrupted && res.Interrupt != nil:
-		out = append(out, approvalItem(res.Interrupt))
+		out = append(out, approvalItem(a.approvalID(m, res.Interrupt.ID), res.Interrupt))
 	}
 	return out
 }
@@ -565,11 +923,12 @@ func (a *apiServer) responseObject(m respMeta, res *agent.Result, runErr error) 
 	case agent.Completed:
 		obj["status"] = "completed"
 	case agent.Interrupted:
-		if res.Interrupt != nil && res.Interrupt.Hook == agentrun.ClientToolsHook {
-			obj["status"] = "completed" // the client's turn: its tools' calls are the output
-		} else {
-			obj["status"] = "incomplete"
-			obj["incomplete_details"] = map[string]any{"reason": "tulip_interrupt"}
+		// The client's turn: its tools' calls, or an approval request, are
+		// the output (OpenAI answers an mcp_approval_request so, and the
+		// Agents SDK takes nothing else).
+		obj["status"] = "completed"
+		if res.Interrupt != nil && res.Interrupt.Hook != agentrun.ClientToolsHook {
+			obj["metadata"].(map[string]any)["tulip_interrupt"] = res.Interrupt.ID
 		}
 	case agent.Failed:
 		obj["status"] = "failed"

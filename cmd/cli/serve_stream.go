@@ -32,6 +32,7 @@ type sseWriter struct {
 	after   int64         // events at or before it are not sent
 	timeout time.Duration // one write's deadline
 	err     error         // the first write error: the client is gone
+	last    int64         // the last sequence number sent (after, before any)
 }
 
 func (s *sseWriter) send(ev sseEvent) {
@@ -48,6 +49,26 @@ func (s *sseWriter) send(ev sseEvent) {
 	}
 	if err := s.rc.Flush(); err != nil {
 		s.err = err
+		return
+	}
+	s.last = ev.seq
+}
+
+// shutdownEvent ends a stream cut by the server's shutdown: an error
+// event (every client reports it) that says where to resume: GET
+// /v1/responses/{id}?stream=true&starting_after=N, on this server once
+// restarted or on another of its instances.
+func (s *sseWriter) shutdown(m respMeta) {
+	if s.err != nil {
+		return
+	}
+	after := max(s.last, s.after)
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	b, _ := json.Marshal(map[string]any{"type": "error", "code": "server_shutting_down", "param": nil, "sequence_number": after + 1,
+		"message": fmt.Sprintf("tulip serve is shutting down: the response goes on; resume its stream with GET /v1/responses/%s?stream=true&starting_after=%d", m.sid, after),
+		"tulip":   map[string]any{"response_id": m.sid, "starting_after": after}})
+	if _, err := fmt.Fprintf(s.w, "event: error\ndata: %s\n\n", b); err == nil {
+		_ = s.rc.Flush()
 	}
 }
 
@@ -72,6 +93,7 @@ func (a *apiServer) acquireStream(w http.ResponseWriter) (func(), bool) {
 // call's mcp_call item. Only the watching goroutine uses it, until the
 // watch ends.
 type textState struct {
+	a       *apiServer
 	m       respMeta
 	index   int  // the next output index
 	msgOpen bool // a message item is open
@@ -117,9 +139,9 @@ func (t *textState) events(ev agent.Event) []sseEvent {
 		}
 		if !t.msgOpen {
 			t.msgOpen, t.turn, t.attempt, t.msgIdx = true, ti.Turn, ti.Attempt, t.index
-			t.msgID = fmt.Sprintf("msg_%s_%d", t.m.id.Run[:min(8, len(t.m.id.Run))], ti.Turn)
+			t.msgID = t.a.messageID(t.m, ti.Turn, 0)
 			if t.opened[ti.Turn] {
-				t.msgID = fmt.Sprintf("%s_%d", t.msgID, ti.Attempt)
+				t.msgID = t.a.messageID(t.m, ti.Turn, ti.Attempt)
 			}
 			t.opened[ti.Turn] = true
 			t.index++
@@ -199,25 +221,20 @@ type batch struct {
 
 // streamResponse answers with the Responses API's server-sent events, fed
 // from the run's live stream from the response's first offset, until the
-// run ends or stops for an interrupt.
+// run ends or stops for an interrupt. Its caller holds a stream slot.
 func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *agent.Run, m respMeta, after int64) {
-	release, ok := a.acquireStream(w)
-	if !ok {
-		return
-	}
-	defer release()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	out := &sseWriter{w: w, rc: http.NewResponseController(w), after: after, timeout: a.limits.write}
+	out := &sseWriter{w: w, rc: http.NewResponseController(w), after: after, timeout: a.limits.write, last: after}
 	ctx := r.Context()
 	created := a.responseObject(m, &agent.Result{Status: agent.Running}, nil)
 	seqBase := m.id.From * seqStride // sequence numbers start at the response's first offset
 	out.send(sseEvent{seqBase, "response.created", map[string]any{"response": created}})
 	out.send(sseEvent{seqBase + 1, "response.in_progress", map[string]any{"response": created}})
 
-	st := &textState{m: m, opened: map[int]bool{}, last: m.id.From - 1}
+	st := &textState{a: a, m: m, opened: map[int]bool{}, last: m.id.From - 1}
 	wctx, cancelWatch := context.WithCancel(ctx)
 	defer cancelWatch()
 	batches := make(chan batch, 64)
@@ -274,7 +291,8 @@ loop:
 		case <-deadline:
 			cancelWatch()
 		case <-a.draining:
-			return // shutdown: the client resumes from its last sequence number
+			out.shutdown(m) // the client resumes from its last sequence number
+			return
 		case <-ctx.Done():
 			return
 		}
@@ -292,6 +310,7 @@ loop:
 		case <-ctx.Done():
 			return
 		case <-a.draining:
+			out.shutdown(m)
 			return
 		}
 	}

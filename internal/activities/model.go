@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -277,8 +278,16 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	// query, which a busy worker may take seconds to answer) is part of
 	// the attempt, and an attempt that heartbeat only once the model was
 	// called timed out, attempt after attempt, under load.
-	ctx, stop := heartbeat(ctx)
+	ctx, stop, note := heartbeatWith(ctx)
 	defer stop()
+	if resp, ok := notedAnswer(ctx); ok {
+		// An earlier attempt received the answer and died before it
+		// returned: the model is not asked (and billed) again.
+		if in.Cursor {
+			m.remember(in, AssistantMessage(resp))
+		}
+		return resp, nil
+	}
 	req := ModelRequest{Model: in.Model, Agent: in.Agent, Thread: in.Thread, Turn: in.Turn, Phase: in.Phase,
 		PhaseTurn: in.PhaseTurn, Messages: in.Messages, Tools: in.Tools, Instructions: in.Instructions, Params: in.Params}
 	if in.Cursor {
@@ -328,6 +337,9 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 		if err := checkPayload("the model's response", resp, m.PayloadLimit); err != nil {
 			return ModelResponse{}, err
 		}
+		if time.Since(start) >= noteAnswersAfter {
+			noteAnswer(resp, note)
+		}
 	}
 	if err == nil && in.Cursor {
 		// The workflow adds this response to the conversation as it is;
@@ -336,6 +348,40 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 		m.remember(in, AssistantMessage(resp))
 	}
 	return resp, err
+}
+
+// noteAnswersAfter: an answer that took this long is noted in the
+// attempt's heartbeat before the activity returns it, so that a retry (a
+// worker lost between the two) does not ask the model again. Quicker
+// answers are asked again: the note costs a heartbeat.
+const noteAnswersAfter = 2 * time.Second
+
+// maxNotedAnswer bounds an answer kept in a heartbeat.
+const maxNotedAnswer = 256 << 10
+
+// modelNote is a model activity's heartbeat details: the answer received.
+type modelNote struct {
+	Answer *ModelResponse `json:"answer"`
+}
+
+func noteAnswer(resp ModelResponse, note func(any)) {
+	b, err := json.Marshal(resp)
+	if err != nil || len(b) > maxNotedAnswer {
+		return
+	}
+	note(modelNote{Answer: &resp})
+}
+
+// notedAnswer is the answer an earlier attempt noted, if any.
+func notedAnswer(ctx context.Context) (ModelResponse, bool) {
+	if !activity.IsActivity(ctx) || !activity.HasHeartbeatDetails(ctx) {
+		return ModelResponse{}, false
+	}
+	var n modelNote
+	if activity.GetHeartbeatDetails(ctx, &n) != nil || n.Answer == nil {
+		return ModelResponse{}, false
+	}
+	return *n.Answer, true
 }
 
 // AssistantMessage is the conversation's message for a model response.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -161,9 +162,22 @@ func (r *run) awaitClient(ctx wf.Context) error {
 		h := &held[i]
 		r.appendLine(ctx, TraceLine{Turn: r.turn, CallID: h.call.ID, Tool: h.call.Name, Arguments: json.RawMessage(h.args.Text()), Outcome: OutcomeHeld}, -1)
 	}
-	resume, err := r.waitResume(ctx, ClientToolsHook)
+	wait := time.Duration(r.in.ClientTimeoutMillis) * time.Millisecond
+	resume, err := r.waitResumeUnless(ctx, ClientToolsHook, nil, wait)
 	if err != nil {
 		return err
+	}
+	if resume.expired {
+		// Nobody answered in time: each held call is answered as not
+		// performed, as a declined one is, and never recorded.
+		msg := fmt.Sprintf("not performed: the client did not return the result within %s", wait)
+		for i := range held {
+			h := &held[i]
+			line := TraceLine{Turn: r.turn, CallID: h.call.ID, Tool: h.call.Name, Arguments: json.RawMessage(h.args.Text()), Outcome: OutcomeDropped, Error: errText(msg)}
+			r.addTrace(ctx, line, toolMessage(line.CallID, nil, line.Error, false))
+		}
+		r.showDetails(ctx)
+		return nil
 	}
 	results := make(map[string]ToolResult, len(resume.Results))
 	for _, res := range resume.Results {

@@ -3,7 +3,6 @@ package agentrun
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -21,13 +20,21 @@ func (r *run) loop(ctx wf.Context) error {
 	case hb < 0:
 		hb = 0
 	}
+	// One attempt may take ModelTimeout (a long answer streams for
+	// minutes): the heartbeat, sent while it runs, finds a dead worker,
+	// and the model adapter's idle timeout a stalled model.
+	attempt := r.cfg.ModelTimeout
+	if attempt <= 0 {
+		attempt = DefaultModelTimeout
+	}
 	mctx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: attempt,
 		HeartbeatTimeout:    hb,
 		RetryPolicy:         retryUntilWindow(),
 		// Attempts end early when a worker dies (heartbeat) or a service
-		// restarts: the window, not a count, bounds them.
-		ScheduleToCloseTimeout: RetryWindow,
+		// restarts: the window, not a count, bounds them (and lets the
+		// last attempt run whole).
+		ScheduleToCloseTimeout: RetryWindow + attempt,
 	})
 	// Runs recorded before calls ran at once replay sequentially.
 	r.parallelCalls = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls

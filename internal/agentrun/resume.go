@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -310,13 +311,14 @@ func markDangling(st *step) {
 // waitResume publishes the open interrupt (raised by hook), waits for the
 // resume that answers it, and returns that resume.
 func (r *run) waitResume(ctx wf.Context, hook string) (*ResumeInput, error) {
-	return r.waitResumeUnless(ctx, hook, nil)
+	return r.waitResumeUnless(ctx, hook, nil, 0)
 }
 
 // waitResumeUnless is waitResume that also gives up when gone reports
 // true (a sub-agent whose interrupt this is has closed): the interrupt is
-// withdrawn and it returns nil, nil.
-func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool) (*ResumeInput, error) {
+// withdrawn and it returns nil, nil. With a timeout, a resume that has
+// not come by then is made up: marked expired, answering nothing.
+func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool, timeout time.Duration) (*ResumeInput, error) {
 	r.count(ctx, "interrupt-opened/"+r.interrupt.ID, MetricInterruptsOpened, 1, "hook", hook)
 	r.status = StatusInterrupted
 	r.showDetails(ctx)
@@ -335,12 +337,27 @@ func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool) (*
 		r.stream.Sync()
 	}
 	sig := wf.GetSignalChannel(ctx, SignalResume)
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = wf.Now(ctx).Add(timeout)
+	}
 	for r.pending == nil {
 		r.receiveResume(ctx, sig)
 		if r.pending != nil {
 			break
 		}
-		if err := wf.Await(ctx, func() bool { return r.pending != nil || sig.Len() > 0 || gone != nil && gone() }); err != nil {
+		cond := func() bool { return r.pending != nil || sig.Len() > 0 || gone != nil && gone() }
+		if timeout > 0 {
+			ok, err := wf.AwaitWithTimeout(ctx, max(deadline.Sub(wf.Now(ctx)), time.Millisecond), cond)
+			if err != nil {
+				return nil, err
+			}
+			if !ok && r.pending == nil && sig.Len() == 0 {
+				r.answered[r.interrupt.ID] = true
+				r.pending = &ResumeInput{InterruptID: r.interrupt.ID, expired: true}
+				break
+			}
+		} else if err := wf.Await(ctx, cond); err != nil {
 			return nil, err
 		}
 		if r.pending == nil && sig.Len() == 0 && gone != nil && gone() {

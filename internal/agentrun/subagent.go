@@ -209,7 +209,7 @@ func (r *run) relayInterrupt(ctx wf.Context, ci ChildInterrupt, gone func() bool
 	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: r.turn, Hook: it.Hook,
 		Reason: "sub-agent " + it.Agent + ": " + it.Reason, Held: it.Held, Agent: it.Agent}
 	r.holdRerun = ci.Rerun
-	resume, err := r.waitResumeUnless(ctx, it.Hook, gone)
+	resume, err := r.waitResumeUnless(ctx, it.Hook, gone, 0)
 	if err != nil || resume == nil {
 		return
 	}

@@ -10,6 +10,7 @@
 package agentrun
 
 import (
+
 	"encoding/json"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -122,6 +123,11 @@ type RunInput struct {
 	// (ResumeInput.Results). A name a worker tool has fails the run at
 	// its start (activities.ErrBadInput).
 	ClientTools []activities.ToolSpec `json:"client_tools,omitempty"`
+	// ClientTimeoutMillis bounds how long the run waits for its client
+	// tools' results, in milliseconds: past it, the held calls are
+	// answered as not performed (dropped, never recorded) and the run goes
+	// on. Zero: no bound.
+	ClientTimeoutMillis int64 `json:"client_timeout_ms,omitempty"`
 	// Parent, on a sub-agent's run, names the run that called it
 	// (subagent.go).
 	Parent *ParentRef `json:"parent,omitempty"`
@@ -383,6 +389,9 @@ type ResumeInput struct {
 	// message the model reads). Such a resume takes no Answer and no
 	// PerformDangling; any other interrupt takes no Results.
 	Results []ToolResult `json:"results,omitempty"`
+	// expired: no resume came in time (RunInput.ClientTimeout); the run
+	// made this one up, answering nothing.
+	expired bool
 }
 
 // ToolResult is what a client tool returned for one held call.

@@ -19,6 +19,10 @@ import (
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
 
+// DefaultModelTimeout is the zero value of Config.ModelTimeout: one model
+// call's attempt may stream a long answer for this long.
+const DefaultModelTimeout = 10 * time.Minute
+
 // Config is what the worker gives the workflow: its tools and hooks.
 type Config struct {
 	// Tools the model may call, in the order shown to it.
@@ -44,6 +48,9 @@ type Config struct {
 	// dead worker held is retried. Zero value:
 	// activities.DefaultHeartbeatTimeout. Negative: none.
 	ModelHeartbeatTimeout time.Duration
+	// ModelTimeout bounds one attempt of a model call. Zero value:
+	// DefaultModelTimeout.
+	ModelTimeout time.Duration
 	// Observer receives each tool-call decision and model call once (never
 	// during replay, and once per worker; see observe.go). Zero value: none; metrics go to the SDK's metrics
 	// handler either way.

@@ -75,6 +75,8 @@ type RunOptions struct {
 	// a call the log does not serve interrupts the run (hook
 	// agentrun.ClientToolsHook) until a resume brings its result.
 	ClientTools []activities.ToolSpec
+	// ClientTimeout is agentrun.RunInput.ClientTimeout.
+	ClientTimeout time.Duration
 	// Fork makes the run a fork (Fork builds it): ThreadID must be a new
 	// thread for a fork's first run.
 	Fork *agentrun.ForkInput
@@ -151,7 +153,7 @@ func Input(opts RunOptions) agentrun.RunInput {
 	return agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
 		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
 		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
-		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools, Fork: opts.Fork}
+		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools, ClientTimeoutMillis: opts.ClientTimeout.Milliseconds(), Fork: opts.Fork}
 }
 
 // Start starts an agent run and returns at once.
@@ -403,17 +405,26 @@ func State(ctx context.Context, c client.Client, h Handle) (*agentrun.RunResult,
 // resume fails: the update's validator refuses it while the run is open
 // (ApplicationError type activities.ErrNotInterrupted, or ErrStaleInterrupt
 // for an old interrupt id), and a closed run gives *NotInterruptedError.
-// A resume delivered twice for the same interrupt takes effect once.
+// A resume delivered twice for the same interrupt takes effect once. The
+// update goes to the workflow's newest run.
 func Resume(ctx context.Context, c client.Client, workflowID string, in agentrun.ResumeInput) (agentrun.ResumeResult, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	return ResumeRun(ctx, c, Handle{WorkflowID: workflowID}, in)
+}
+
+// ResumeRun is Resume for h's run (the newest of its continue-as-new
+// chain; h with no run ID: the workflow's newest run): a thread that has
+// gone on to another run since is not interrupted.
+func ResumeRun(ctx context.Context, c client.Client, h Handle, in agentrun.ResumeInput) (agentrun.ResumeResult, error) {
+	cur, info, err := newest(ctx, c, h)
 	if err != nil {
-		return agentrun.ResumeResult{}, fmt.Errorf("agent: resume %q: %w", workflowID, err)
+		return agentrun.ResumeResult{}, fmt.Errorf("agent: resume %q: %w", h.WorkflowID, err)
 	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: workflowID}
+	if info == nil || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: h.WorkflowID}
 	}
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflowID,
+	uh, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   cur.WorkflowID,
+		RunID:        cur.RunID,
 		UpdateName:   agentrun.UpdateResume,
 		Args:         []any{in},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -422,7 +433,7 @@ func Resume(ctx context.Context, c client.Client, workflowID string, in agentrun
 		return agentrun.ResumeResult{}, err
 	}
 	var out agentrun.ResumeResult
-	if err := h.Get(ctx, &out); err != nil {
+	if err := uh.Get(ctx, &out); err != nil {
 		return agentrun.ResumeResult{}, err
 	}
 	return out, nil

@@ -76,6 +76,11 @@ type Options struct {
 	// activities.DefaultHeartbeatTimeout (5 s). Negative: none. A tool's
 	// is its ToolOptions.HeartbeatTimeout.
 	ModelHeartbeatTimeout time.Duration
+	// ModelTimeout bounds one attempt of a model call (a long answer
+	// streams for minutes; a dead worker is found by the heartbeat, a
+	// stalled model by its adapter's idle timeout). Zero value:
+	// agentrun.DefaultModelTimeout (10 minutes).
+	ModelTimeout time.Duration
 	// StopTimeout is how long a stopping worker (Stop, SIGTERM in the
 	// CLI) lets in-flight activities finish before it cancels them; a
 	// cancelled one is retried elsewhere after its heartbeat timeout.
@@ -95,7 +100,7 @@ type Options struct {
 
 func (o Options) config() agentrun.Config {
 	cfg := agentrun.Config{Tools: o.Tools, Hooks: o.Hooks, CustomCheckpointer: o.Checkpointer != nil && threadStore(o.Checkpointer) == nil, PayloadLimit: o.PayloadLimit,
-		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, MetricAgents: o.MetricAgents}
+		Observer: o.Observer, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, ModelTimeout: o.ModelTimeout, MetricAgents: o.MetricAgents}
 	for _, ts := range o.Toolsets {
 		cfg.Toolsets = append(cfg.Toolsets, ts.Name())
 	}

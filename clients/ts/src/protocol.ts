@@ -554,6 +554,10 @@ export interface RunInput {
     [k: string]: unknown;
   }[];
   /**
+   * How long the run waits for its client tools' results, in milliseconds: past it the held calls are answered as not performed (trace outcome dropped, never recorded) and the run goes on to its answer. Absent or 0: it waits until answered.
+   */
+  client_timeout_ms?: number;
+  /**
    * On a sub-agent's run (a child workflow a tool started): the calling run's workflow, signalled (tulip.child-interrupt) when this run is interrupted, and this run's agent path.
    */
   parent?: {
