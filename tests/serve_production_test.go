@@ -440,7 +440,9 @@ func TestServeShutdownResumesElsewhere(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb lockedBuffer
 	done := make(chan int, 1)
-	go func() { done <- cli.Main(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &out, &errb) }()
+	go func() {
+		done <- cli.Main(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &out, &errb)
+	}()
 	t.Cleanup(cancel)
 	var base string
 	require.Eventually(t, func() bool {

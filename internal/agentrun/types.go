@@ -10,7 +10,6 @@
 package agentrun
 
 import (
-
 	"encoding/json"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
