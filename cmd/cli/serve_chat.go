@@ -81,8 +81,8 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	var instructions []string
 	message, turns := "", 0
-	var results []clientResult
-	var target, continues *respID
+	var results, late []clientResult
+	var target, continues, lateTarget *respID
 	for i, m := range req.Messages {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
@@ -97,10 +97,13 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				badInput(w, param+".content", "a message's content is a string or text parts")
 				return
 			}
+			// Tool results right before a new message: a framework loop
+			// that stopped after its tool ran (late results, taken below).
+			late, lateTarget = results, target
 			message, results, target = text, nil, nil
 		case "assistant":
 			turns++
-			message, results, target = "", nil, nil
+			message, results, target, late, lateTarget = "", nil, nil, nil, nil
 			// A client tool's call this server made names its thread: a
 			// conversation resent without the header continues it.
 			var calls []struct {
@@ -167,6 +170,13 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	defer release()
+	if len(results) == 0 && len(late) > 0 {
+		// The late results answer their held calls, when still held, and
+		// the run answers; then the new message starts the next run.
+		if run, _, err := a.answer(ctx, tenant, *lateTarget, turnInput{results: late}); err == nil {
+			_, _ = run.Await(ctx)
+		}
+	}
 	var run *agent.Run
 	var id respID
 	var err error

@@ -212,8 +212,8 @@ func (a *apiServer) readInput(tenant string, raw json.RawMessage) (turnInput, st
 	switch {
 	case in.approval != nil && len(in.results) > 0:
 		return in, "input", "an approval answer and tool outputs go in separate requests"
-	case (in.approval != nil || len(in.results) > 0) && len(users) > 0:
-		return in, "input", "an approval answer or tool outputs and a new message go in separate requests"
+	case len(in.results) > 0 && len(users) > 1:
+		return in, "input", "tool outputs and one new user message at most go in a request"
 	case len(users) > 1:
 		return in, "input", "one new user message a request: the thread keeps the conversation (continue with previous_response_id)"
 	case len(users) == 1:
@@ -635,6 +635,19 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 	var id respID
 	var run *agent.Run
 	var err error
+	if len(in.results) > 0 && strings.TrimSpace(in.message) != "" {
+		// Tool outputs, then a new message (a framework loop that stopped
+		// after its tool ran, the AI SDK's default, sends its next turn
+		// so): the outputs answer the held calls, when they are still
+		// held, and the run answers; then the message starts the next.
+		if run, _, err := a.answer(ctx, tenant, *in.target, turnInput{results: in.results}); err == nil {
+			_, _ = run.Await(ctx)
+		}
+		if in.continues == nil {
+			in.continues = &respID{Thread: in.target.Thread, Run: in.target.Run}
+		}
+		in.results, in.target = nil, nil
+	}
 	if in.approval != nil || len(in.results) > 0 {
 		target := in.target
 		if target == nil {
