@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/serve"
 )
 
 // 'tulip serve' as a company runs it (issue 54): multi-turn input as
@@ -661,4 +662,43 @@ func mustURL(t *testing.T, s string) *url.URL {
 	u, err := url.Parse(s)
 	require.NoError(t, err)
 	return u
+}
+
+// TestServeHandlerEmbedded: the API as a package (serve.Handler) in a
+// plain net/http server, its tenants from the company's own function of
+// the request: a refund runs once, and another tenant cannot read it.
+func TestServeHandlerEmbedded(t *testing.T) {
+	m := newServeModel(t, 10*time.Millisecond)
+	tq := taskQueue(t.Name())
+	bill, _ := serveWorker(t, server.Address(), tq, m)
+	api, err := serve.NewHandler(dial(t, server.Address()), serve.Options{TaskQueue: tq,
+		IDKey: []byte("0123456789abcdef0123456789abcdef"),
+		Tenant: func(r *http.Request) (string, error) {
+			if org := r.Header.Get("X-Verified-Org"); org != "" {
+				return org, nil
+			}
+			return "", fmt.Errorf("sign in first")
+		}})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	st, r1 := postJSON(t, srv.URL+"/v1/responses", map[string]any{"model": "support", "input": "Please refund ord-71"}, "X-Verified-Org", "acme")
+	require.Equal(t, http.StatusOK, st, "%v", r1)
+	assert.Equal(t, "Done: all settled.", itemsOfType(r1, "message")[0]["content"].([]any)[0].(map[string]any)["text"])
+	assert.Equal(t, 1, refundsAsked(bill))
+	assert.True(t, strings.HasPrefix(r1["metadata"].(map[string]any)["tulip_thread"].(string), "tulip-serve/acme/"), "the thread is acme's")
+
+	for org, want := range map[string]int{"acme": http.StatusOK, "globex": http.StatusNotFound} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/responses/"+r1["id"].(string), nil)
+		req.Header.Set("X-Verified-Org", org)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, org)
+	}
+	st, _ = postJSON(t, srv.URL+"/v1/responses", map[string]any{"model": "support", "input": "hi"})
+	assert.Equal(t, http.StatusUnauthorized, st, "no tenant, no run")
 }

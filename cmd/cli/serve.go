@@ -6,28 +6,21 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/serve"
 )
 
 // 'tulip serve': an OpenAI-compatible HTTP server in front of durable
-// threads (docs/serve.md). A request is a run on a thread; a response's id
-// names the thread and the run, authenticated with the server's id key.
-//
-// The files: serve.go (flags, the server, its limits), serve_auth.go
-// (tenants, keys, origins), serve_ids.go (response and call ids),
-// serve_errors.go (OpenAI-shaped errors), serve_responses.go (the
-// Responses API), serve_stream.go (its server-sent events), serve_chat.go
-// (Chat Completions), serve_items.go (output items and usage).
+// threads (docs/serve.md): a command over package serve's Handler. This
+// file reads its flags and serves; serve_keys.go reads the token and id
+// key files.
 
 type agentList []string
 
@@ -46,21 +39,13 @@ func (a *originList) String() string { return strings.Join(*a, ",") }
 func (a *originList) Set(v string) error {
 	for _, o := range strings.Split(v, ",") {
 		if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
+			if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+				return fmt.Errorf("%q: an origin is scheme://host[:port]", o)
+			}
 			*a = append(*a, o)
 		}
 	}
 	return nil
-}
-
-// serveLimits bound what one request, one stream and the server take.
-type serveLimits struct {
-	maxBody    int64         // request body bytes
-	maxStreams int           // concurrent streamed responses
-	write      time.Duration // one write to a client
-	grace      time.Duration // in-flight responses at shutdown
-	// clientWait is how long a run waits for its client tools' results
-	// (a request's metadata tulip_client_timeout may shorten it).
-	clientWait time.Duration
 }
 
 func (e *env) serve(args []string) error {
@@ -111,11 +96,6 @@ func (e *env) serve(args []string) error {
 			hooks = append(hooks, h)
 		}
 	}
-	for _, o := range origins {
-		if !validOrigin(o) {
-			return usageError{fmt.Sprintf("--allow-origin %q: an origin is scheme://host[:port]", o)}
-		}
-	}
 	var keys map[string]string // token → tenant
 	if *keyFile != "" {
 		var err error
@@ -163,13 +143,21 @@ func (e *env) serve(args []string) error {
 			toolNames = append(toolNames, t.Spec().Name)
 		}
 	}
-	limits := serveLimits{maxBody: *maxBody, maxStreams: *maxStreams, write: *writeTimeout, grace: *grace, clientWait: *clientWait}
-	srv := newAPIServer(s.client, *taskQueue, agents, hooks, *maxTurns, keys, idKey, origins, ln.Addr().String(), limits, toolNames)
+	var tenant func(*http.Request) (string, error)
+	if keys != nil {
+		tenant = serve.BearerTokens(keys)
+	}
+	srv, err := serve.NewHandler(s.client, serve.Options{TaskQueue: *taskQueue, Model: chatModel, Agents: agents, Hooks: hooks,
+		MaxTurns: *maxTurns, IDKey: idKey, Tenant: tenant, Addr: ln.Addr().String(), AllowedOrigins: origins, OwnTools: toolNames,
+		MaxBody: *maxBody, MaxStreams: *maxStreams, WriteTimeout: *writeTimeout, ClientTimeout: *clientWait})
+	if err != nil {
+		return err
+	}
 	// A request's context ends with its client, or when the grace period
 	// after a shutdown has passed (runs go on in Temporal either way).
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
-	hs := &http.Server{Handler: srv.handler(),
+	hs := &http.Server{Handler: srv,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second, // the whole request; responses set their own write deadlines
 		IdleTimeout:       120 * time.Second,
@@ -192,7 +180,7 @@ func (e *env) serve(args []string) error {
 	e.progress("stopping: in-flight responses have %s to finish", *grace)
 	// Streams end at once (their clients resume from the last sequence
 	// number they read); answers being awaited get the grace period.
-	srv.drain()
+	srv.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
 	if err := hs.Shutdown(ctx); err != nil {
@@ -200,144 +188,6 @@ func (e *env) serve(args []string) error {
 		_ = hs.Close()
 	}
 	return nil
-}
-
-// apiServer answers the OpenAI-compatible endpoints.
-type apiServer struct {
-	c         client.Client
-	taskQueue string
-	agents    []string
-	hooks     []string
-	maxTurns  int
-	// keys maps a bearer token to its tenant; nil: no check, one tenant.
-	keys    map[string]string
-	ids     idKeyer
-	origins []string // allowed browser origins
-	addr    string   // the listen address (the Host a request must name without keys)
-	limits  serveLimits
-	// toolNames are the agent's own tools (a client tool may not reuse
-	// one); empty with --no-worker, where the run refuses a clash.
-	toolNames []string
-	toolSet   map[string]struct{} // toolNames, to look up
-
-	streams  chan struct{} // a token a streamed response
-	draining chan struct{} // closed at shutdown
-	drainOne sync.Once
-	// threads serializes starts on one thread within this server (the
-	// start itself is atomic at the Temporal server): a lock a thread
-	// while a start holds or waits for it, removed by its last holder.
-	threadsMu sync.Mutex
-	threads   map[string]*threadLock
-}
-
-// threadLock is one thread's start lock and how many hold or wait for it.
-type threadLock struct {
-	mu    sync.Mutex
-	users int
-}
-
-func newAPIServer(c client.Client, taskQueue string, agents, hooks []string, maxTurns int, keys map[string]string, idKey []byte,
-	origins []string, addr string, limits serveLimits, toolNames []string) *apiServer {
-	return &apiServer{c: c, taskQueue: taskQueue, agents: agents, hooks: hooks, maxTurns: maxTurns, keys: keys, ids: idKeyer{key: idKey},
-		origins: origins, addr: addr, limits: limits, toolNames: toolNames, toolSet: setOf(toolNames),
-		streams: make(chan struct{}, limits.maxStreams), draining: make(chan struct{}), threads: map[string]*threadLock{}}
-}
-
-func (a *apiServer) drain() { a.drainOne.Do(func() { close(a.draining) }) }
-
-func (a *apiServer) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/models", a.models)
-	mux.HandleFunc("POST /v1/responses", a.createResponse)
-	mux.HandleFunc("GET /v1/responses/{id}", a.getResponse)
-	mux.HandleFunc("POST /v1/chat/completions", a.chatCompletions)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		apiError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if headerBytes(r) > maxHeaderBytes {
-			w.Header().Set("Connection", "close")
-			apiError(w, http.StatusRequestHeaderFieldsTooLarge, "invalid_request_error", "headers_too_large",
-				"", fmt.Sprintf("the request's headers are over %d bytes", maxHeaderBytes))
-			return
-		}
-		if !a.admit(w, r) {
-			return
-		}
-		if r.Method == http.MethodOptions {
-			w.WriteHeader(http.StatusNoContent) // an allowed origin's preflight (admit answered its headers)
-			return
-		}
-		tenant, ok := a.authenticate(w, r)
-		if !ok {
-			return
-		}
-		if r.ContentLength > a.limits.maxBody {
-			tooLarge(w, a.limits.maxBody)
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, a.limits.maxBody)
-		mux.ServeHTTP(w, r.WithContext(withTenant(r.Context(), tenant)))
-	})
-}
-
-func setOf(names []string) map[string]struct{} {
-	set := make(map[string]struct{}, len(names))
-	for _, n := range names {
-		set[n] = struct{}{}
-	}
-	return set
-}
-
-// maxHeaderBytes bounds a request's headers (431 over it).
-const maxHeaderBytes = 64 << 10
-
-// headerBytes is the size of a request's header lines, as sent.
-func headerBytes(r *http.Request) int {
-	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
-	for k, vs := range r.Header {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
-}
-
-// lockThread holds thread's start lock until the returned func is called.
-// The map holds a thread only while a start holds or waits for its lock.
-func (a *apiServer) lockThread(thread string) func() {
-	a.threadsMu.Lock()
-	l := a.threads[thread]
-	if l == nil {
-		l = &threadLock{}
-		a.threads[thread] = l
-	}
-	l.users++
-	a.threadsMu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		a.threadsMu.Lock()
-		if l.users--; l.users == 0 {
-			delete(a.threads, thread)
-		}
-		a.threadsMu.Unlock()
-	}
-}
-
-// lockedThreads counts the threads whose start lock is held or waited for.
-func (a *apiServer) lockedThreads() int {
-	a.threadsMu.Lock()
-	defer a.threadsMu.Unlock()
-	return len(a.threads)
-}
-
-func (a *apiServer) models(w http.ResponseWriter, r *http.Request) {
-	var data []map[string]any
-	for _, name := range a.agents {
-		data = append(data, map[string]any{"id": name, "object": "model", "created": 0, "owned_by": "tulip"})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 // readKeyFile reads a secret file: its trimmed content, or an error that
@@ -350,16 +200,8 @@ func readKeyFile(flag, path string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// agentOf checks a request's model names a served agent.
-func (a *apiServer) agentOf(w http.ResponseWriter, model string) bool {
-	if model == "" {
-		badInput(w, "model", "model is required: the agent to run (GET /v1/models lists them)")
-		return false
-	}
-	if !slices.Contains(a.agents, model) {
-		apiError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-			fmt.Sprintf("the model %q does not exist: this server runs the agents %s", model, strings.Join(a.agents, ", ")))
-		return false
-	}
-	return true
+// loopback: addr is a loopback address.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

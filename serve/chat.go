@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"context"
@@ -17,10 +17,6 @@ import (
 // X-Tulip-Thread header (in the caller's tenant); without it each request
 // is a new thread. A client tool's call is an assistant tool_calls message
 // whose call ids name the run; the next request's tool messages answer it.
-
-// ThreadHeader names the thread of a chat completion request (and of its
-// answer).
-const ThreadHeader = "X-Tulip-Thread"
 
 // chatRequest is the part of a chat completions request tulip reads.
 type chatRequest struct {

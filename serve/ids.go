@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"crypto/hmac"
@@ -7,10 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -21,46 +17,6 @@ import (
 
 // idKeyer makes and reads ids under one key.
 type idKeyer struct{ key []byte }
-
-// loadIDKey reads the id key at path, making it (32 random bytes, hex,
-// mode 0600) when the file does not exist; "" gives a key for this process
-// only.
-func loadIDKey(path string) ([]byte, error) {
-	if path == "" {
-		key := make([]byte, 32)
-		_, _ = rand.Read(key)
-		return key, nil
-	}
-	text, err := readKeyFile("--id-key-file", path)
-	if err == nil {
-		key, err := hex.DecodeString(text)
-		if err != nil || len(key) < 16 {
-			return nil, fmt.Errorf("--id-key-file %s: not a key (at least 32 hex digits)", path)
-		}
-		return key, nil
-	}
-	if _, statErr := os.Stat(path); !errors.Is(statErr, fs.ErrNotExist) {
-		return nil, err
-	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return loadIDKey(path) // made meanwhile by another server
-	}
-	if err != nil {
-		return nil, fmt.Errorf("--id-key-file: %v", err)
-	}
-	if _, err := fmt.Fprintln(f, hex.EncodeToString(key)); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--id-key-file: %v", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--id-key-file: %v", err)
-	}
-	return key, f.Close()
-}
 
 // threadName is a thread as the API names it: a thread the Responses API
 // made (16 random bytes) or a chat thread (the X-Tulip-Thread name). Its

@@ -1,75 +1,27 @@
-package cli
+package serve
 
 import (
-	"bufio"
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 )
 
-// Who may call 'tulip serve', and whose threads they reach (docs/serve.md,
-// "Security"): a bearer token names a tenant, and every thread belongs to
-// the tenant that made it. Without tokens there is one tenant, and only
-// loopback clients that are not a browser page of another origin get in.
-
-// defaultTenant owns the threads of a server without tokens, and of a
-// token file line with no tenant name.
-const defaultTenant = "default"
+// Who may call the API, and whose threads they reach (docs/serve.md,
+// "Security"): Options.Tenant names a request's tenant (BearerTokens: a
+// bearer token names it), and every thread belongs to the tenant that
+// made it. Without it there is one tenant, and only clients that name
+// Options.Addr as their Host and are not a browser page of another origin
+// get in.
 
 var tenantRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
-// readAPIKeys reads --api-key-file: one token a line ("TOKEN", of the
-// default tenant, or "TENANT TOKEN"); blank lines and lines starting with
-// # are skipped.
-func readAPIKeys(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--api-key-file: %v", err)
-	}
-	defer f.Close()
-	keys := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		tenant, token := defaultTenant, fields[0]
-		switch len(fields) {
-		case 1:
-		case 2:
-			tenant, token = fields[0], fields[1]
-		default:
-			return nil, usageError{fmt.Sprintf("--api-key-file line %d: TOKEN or TENANT TOKEN", n)}
-		}
-		if !tenantRE.MatchString(tenant) {
-			return nil, usageError{fmt.Sprintf("--api-key-file line %d: a tenant name is 1-64 of A-Z a-z 0-9 . _ -", n)}
-		}
-		if len(token) < 8 {
-			return nil, usageError{fmt.Sprintf("--api-key-file line %d: a token has at least 8 characters", n)}
-		}
-		if _, dup := keys[token]; dup {
-			return nil, usageError{fmt.Sprintf("--api-key-file line %d: a token given twice", n)}
-		}
-		keys[token] = tenant
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--api-key-file: %v", err)
-	}
-	if len(keys) == 0 {
-		return nil, usageError{"--api-key-file holds no token"}
-	}
-	return keys, nil
-}
 
 type tenantKey struct{}
 
@@ -83,26 +35,44 @@ func tenantOf(ctx context.Context) string {
 	return t
 }
 
-// authenticate finds the request's tenant from its bearer token (every
-// token compared in constant time), or answers 401.
+// authenticate finds the request's tenant (Options.Tenant), or answers
+// 401.
 func (a *apiServer) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if a.keys == nil {
-		return defaultTenant, true
+	if a.tenant == nil {
+		return DefaultTenant, true
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	got = strings.TrimSpace(got)
-	tenant := ""
-	for token, t := range a.keys {
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-			tenant = t
-		}
+	tenant, err := a.tenant(r)
+	if err == nil && !tenantRE.MatchString(tenant) {
+		err = fmt.Errorf("the tenant %q is not 1-64 of A-Z a-z 0-9 . _ -", tenant)
 	}
-	if !ok || tenant == "" {
-		apiError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "", "missing or wrong bearer token (Authorization: Bearer TOKEN)")
+	if err != nil {
+		apiError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "", err.Error())
 		return "", false
 	}
 	return tenant, true
 }
+
+// BearerTokens is a Tenant function for Options: the request's bearer
+// token (Authorization: Bearer TOKEN) names its tenant in tokens (token →
+// tenant). Every token is compared in constant time.
+func BearerTokens(tokens map[string]string) func(*http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got = strings.TrimSpace(got)
+		tenant := ""
+		for token, t := range tokens {
+			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
+				tenant = t
+			}
+		}
+		if !ok || tenant == "" {
+			return "", errBadToken
+		}
+		return tenant, nil
+	}
+}
+
+var errBadToken = errors.New("missing or wrong bearer token (Authorization: Bearer TOKEN)")
 
 // admit refuses what a browser page of another origin could send: a
 // foreign Origin (unless --allow-origin lists it), a Host that is not this
@@ -126,7 +96,7 @@ func (a *apiServer) admit(w http.ResponseWriter, r *http.Request) bool {
 			h.Set("Access-Control-Max-Age", "600")
 		}
 	}
-	if a.keys == nil && !a.hostAllowed(r.Host) {
+	if a.tenant == nil && !a.hostAllowed(r.Host) {
 		apiError(w, http.StatusForbidden, "invalid_request_error", "host_not_allowed", "",
 			fmt.Sprintf("the Host %q is not this server's address (%s)", r.Host, a.addr))
 		return false
@@ -178,12 +148,6 @@ func (a *apiServer) hostAllowed(host string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback() && net.ParseIP(lhost) != nil && net.ParseIP(lhost).IsLoopback()
-}
-
-// loopback: addr is a loopback address.
-func loopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }
 
 func validOrigin(o string) bool {
