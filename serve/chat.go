@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -255,80 +254,29 @@ func (a *apiServer) streamChat(w http.ResponseWriter, r *http.Request, run *agen
 		write([]byte("data: " + string(b) + "\n\n"))
 	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
-	ctx := r.Context()
-	wctx, cancelWatch := context.WithCancel(ctx)
-	defer cancelWatch()
-	deltas := make(chan string, 64)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		said := map[int]string{}
-		_ = run.Watch(wctx, m.id.From, func(ev agent.Event) error {
-			if ev.Text == nil || ev.Text.Delta == "" {
-				return nil
-			}
-			delta := ev.Text.Delta
-			if ev.Text.Done { // the whole answer: what was not said yet
-				delta = strings.TrimPrefix(delta, said[ev.Text.Turn])
-			}
-			if delta == "" {
-				return nil
-			}
-			said[ev.Text.Turn] += delta
-			select {
-			case deltas <- delta:
-				return nil
-			case <-wctx.Done():
-				return wctx.Err()
-			}
-		})
-	}()
-	awaitDone := awaitRun(ctx, run)
-	var res *agent.Result
-	var runErr error
-	var deadline <-chan time.Time
-	finished := false
-loop:
-	for {
-		select {
-		case d := <-deltas:
-			chunk(map[string]any{"content": d}, nil, nil)
-			if werr != nil {
-				return // the client stopped reading: dropped
-			}
-		case <-watched:
-			break loop
-		case aw := <-awaitDone:
-			finished, res, runErr = true, aw.res, aw.err
-			// A closed run's stream ends by itself; an interrupted run's
-			// is left open: the items it has are read by then.
-			wait := 10 * time.Second
-			if res == nil || res.Status == agent.Interrupted {
-				wait = 500 * time.Millisecond
-			}
-			deadline = time.After(wait)
-		case <-deadline:
-			cancelWatch()
-		case <-a.draining:
-			shutdownChunk(write, m)
-			return
-		case <-ctx.Done():
-			return
+	said := map[int]string{} // the text said a turn (the watching goroutine's until follow returns)
+	res, runErr, end := follow(r.Context(), a, run, m.id.From, func(ev agent.Event) string {
+		if ev.Text == nil || ev.Text.Delta == "" {
+			return ""
 		}
-	}
-	for len(deltas) > 0 {
-		chunk(map[string]any{"content": <-deltas}, nil, nil)
-	}
-	if !finished {
-		select {
-		case aw := <-awaitDone:
-			res, runErr = aw.res, aw.err
-		case <-ctx.Done():
-			return
-		case <-a.draining:
-			shutdownChunk(write, m)
-			return
+		delta := ev.Text.Delta
+		if ev.Text.Done { // the whole answer: what was not said yet
+			delta = strings.TrimPrefix(delta, said[ev.Text.Turn])
 		}
+		said[ev.Text.Turn] += delta
+		return delta
+	}, func(delta string) bool {
+		if delta != "" {
+			chunk(map[string]any{"content": delta}, nil, nil)
+		}
+		return werr == nil
+	})
+	switch end {
+	case followGone:
+		return // the client left, or stopped reading: dropped (the run goes on)
+	case followDraining:
+		shutdownChunk(write, m)
+		return
 	}
 	finish := any("stop")
 	ext := map[string]any{}

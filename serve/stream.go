@@ -213,12 +213,6 @@ func functionCallEvents(seq int64, index int, item map[string]any) []sseEvent {
 	}
 }
 
-// batch is the events of one stream item, with its offset.
-type batch struct {
-	offset int64
-	events []sseEvent
-}
-
 // streamResponse answers with the Responses API's server-sent events, fed
 // from the run's live stream from the response's first offset, until the
 // run ends or stops for an interrupt. Its caller holds a stream slot.
@@ -228,92 +222,26 @@ func (a *apiServer) streamResponse(w http.ResponseWriter, r *http.Request, run *
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	out := &sseWriter{w: w, rc: http.NewResponseController(w), after: after, timeout: a.limits.write, last: after}
-	ctx := r.Context()
 	created := a.responseObject(m, &agent.Result{Status: agent.Running}, nil)
 	seqBase := m.id.From * seqStride // sequence numbers start at the response's first offset
 	out.send(sseEvent{seqBase, "response.created", map[string]any{"response": created}})
 	out.send(sseEvent{seqBase + 1, "response.in_progress", map[string]any{"response": created}})
 
 	st := &textState{a: a, m: m, opened: map[int]bool{}, last: m.id.From - 1}
-	wctx, cancelWatch := context.WithCancel(ctx)
-	defer cancelWatch()
-	batches := make(chan batch, 64)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		_ = run.Watch(wctx, m.id.From, func(ev agent.Event) error {
-			evs := st.events(ev)
-			select {
-			case batches <- batch{ev.Offset, evs}:
-				return nil
-			case <-wctx.Done():
-				return wctx.Err()
-			}
-		})
-	}()
-	awaitDone := awaitRun(ctx, run)
-
-	var (
-		res      *agent.Result
-		runErr   error
-		finished bool             // Await returned
-		seen     = m.id.From - 1  // the last offset written
-		end      = int64(-1)      // an interrupted run's offset: read up to it
-		deadline <-chan time.Time // when the watch is given up
-	)
-loop:
-	for {
-		if finished && end >= 0 && seen+1 >= end {
-			cancelWatch()
-		}
-		select {
-		case b := <-batches:
-			for _, ev := range b.events {
-				out.send(ev)
-			}
-			seen = b.offset
-			if out.err != nil {
-				return // the client stopped reading: dropped (the run goes on)
-			}
-		case <-watched:
-			break loop
-		case aw := <-awaitDone:
-			finished, res, runErr = true, aw.res, aw.err
-			if ctx.Err() != nil {
-				return // the client left: the run goes on
-			}
-			if res != nil && res.Status == agent.Interrupted {
-				// An interrupted run's stream stays open: read it up to
-				// its current offset.
-				end = a.offset(ctx, run)
-			}
-			deadline = time.After(10 * time.Second)
-		case <-deadline:
-			cancelWatch()
-		case <-a.draining:
-			out.shutdown(m) // the client resumes from its last sequence number
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-	// The watch has ended: its state is this goroutine's now.
-	for len(batches) > 0 {
-		for _, ev := range (<-batches).events {
+	res, runErr, end := follow(r.Context(), a, run, m.id.From, st.events, func(evs []sseEvent) bool {
+		for _, ev := range evs {
 			out.send(ev)
 		}
+		return out.err == nil
+	})
+	switch end {
+	case followGone:
+		return // the client left, or stopped reading: dropped (the run goes on)
+	case followDraining:
+		out.shutdown(m) // the client resumes from its last sequence number
+		return
 	}
-	if !finished {
-		select {
-		case aw := <-awaitDone:
-			res, runErr = aw.res, aw.err
-		case <-ctx.Done():
-			return
-		case <-a.draining:
-			out.shutdown(m)
-			return
-		}
-	}
+	ctx := r.Context()
 	seq := (st.last + 2) * seqStride
 	var evs []sseEvent
 	seq, evs = st.closeMsg(seq, nil)
@@ -377,18 +305,105 @@ loop:
 	}
 }
 
-// awaited is a run's Await, done.
-type awaited struct {
-	res *agent.Result
-	err error
-}
+// followEnd is how a follow ended.
+type followEnd int
 
-// awaitRun awaits the run in the background.
-func awaitRun(ctx context.Context, run *agent.Run) <-chan awaited {
-	done := make(chan awaited, 1)
+const (
+	followed       followEnd = iota // the run ended, or stopped for an interrupt, and its stream is read
+	followGone                      // the client left, or stopped reading
+	followDraining                  // the server is shutting down
+)
+
+// follow streams a run to one client, for both APIs: a goroutine watches
+// the run's live stream from offset from and turns each event into the
+// client's (convert, which only that goroutine calls until follow
+// returns); this goroutine writes them (write, false when the client is
+// gone) and awaits the run. When the run has ended, its stream is read to
+// its end; when it stopped for an interrupt, up to its offset then (its
+// stream stays open); either at most 10 s. It returns the run's result
+// (nil and the error when awaiting it failed).
+func follow[T any](ctx context.Context, a *apiServer, run *agent.Run, from int64, convert func(agent.Event) T, write func(T) bool) (*agent.Result, error, followEnd) {
+	type batch struct {
+		offset int64
+		out    T
+	}
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	batches := make(chan batch, 64)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		_ = run.Watch(wctx, from, func(ev agent.Event) error {
+			select {
+			case batches <- batch{ev.Offset, convert(ev)}:
+				return nil
+			case <-wctx.Done():
+				return wctx.Err()
+			}
+		})
+	}()
+	type awaited struct {
+		res *agent.Result
+		err error
+	}
+	awaitDone := make(chan awaited, 1)
 	go func() {
 		res, err := run.Await(ctx)
-		done <- awaited{res, err}
+		awaitDone <- awaited{res, err}
 	}()
-	return done
+	var (
+		res      *agent.Result
+		runErr   error
+		finished bool             // Await returned
+		seen     = from - 1       // the last offset written
+		end      = int64(-1)      // an interrupted run's offset: read up to it
+		deadline <-chan time.Time // when the watch is given up
+	)
+loop:
+	for {
+		if finished && end >= 0 && seen+1 >= end {
+			cancelWatch()
+		}
+		select {
+		case b := <-batches:
+			if !write(b.out) {
+				return nil, nil, followGone
+			}
+			seen = b.offset
+		case <-watched:
+			break loop
+		case aw := <-awaitDone:
+			finished, res, runErr = true, aw.res, aw.err
+			if ctx.Err() != nil {
+				return nil, nil, followGone
+			}
+			if res != nil && res.Status == agent.Interrupted {
+				end = a.offset(ctx, run)
+			}
+			deadline = time.After(10 * time.Second)
+		case <-deadline:
+			cancelWatch()
+		case <-a.draining:
+			return nil, nil, followDraining
+		case <-ctx.Done():
+			return nil, nil, followGone
+		}
+	}
+	// The watch has ended: convert's state is the caller's now.
+	for len(batches) > 0 {
+		if !write((<-batches).out) {
+			return nil, nil, followGone
+		}
+	}
+	if !finished {
+		select {
+		case aw := <-awaitDone:
+			res, runErr = aw.res, aw.err
+		case <-ctx.Done():
+			return nil, nil, followGone
+		case <-a.draining:
+			return nil, nil, followDraining
+		}
+	}
+	return res, runErr, followed
 }
