@@ -107,7 +107,7 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			if json.Unmarshal(m.ToolCalls, &calls) == nil {
 				for _, c := range calls {
 					if id, ok := a.ids.decode(idCall, tenant, c.ID); ok {
-						id.Call, id.From, id.Lines, id.BaseIn, id.BaseOut = "", 0, 0, 0, 0
+						id = respID{Thread: id.Thread, Run: id.Run}
 						continues = &id
 					}
 				}

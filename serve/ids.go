@@ -53,6 +53,9 @@ type respID struct {
 	Lines   int64
 	BaseIn  int64  // the run's input tokens before this response
 	BaseOut int64  // the run's output tokens before this response
+	// BaseCached is the run's cached input tokens before this response
+	// (ids made before it was added have none: 0).
+	BaseCached int64
 	Call    string // a call id's model call id
 }
 
@@ -73,6 +76,7 @@ const idVersion = 1
 const (
 	flagChat = 1 << iota
 	flagRunUUID
+	flagCached // BaseCached follows BaseOut
 )
 
 func (k idKeyer) encode(purpose, tenant string, id respID) string {
@@ -88,6 +92,10 @@ func (k idKeyer) encode(purpose, tenant string, id respID) string {
 	b = binary.AppendUvarint(b, uint64(id.Lines))
 	b = binary.AppendUvarint(b, uint64(id.BaseIn))
 	b = binary.AppendUvarint(b, uint64(id.BaseOut))
+	if id.BaseCached > 0 {
+		b[1] |= flagCached
+		b = binary.AppendUvarint(b, uint64(id.BaseCached))
+	}
 	if uuid {
 		b = append(b, run...)
 	} else {
@@ -126,6 +134,13 @@ func (k idKeyer) decode(purpose, tenant, s string) (respID, bool) {
 		vals[i], r = v, r[n:]
 	}
 	id.From, id.Lines, id.BaseIn, id.BaseOut = int64(vals[0]), int64(vals[1]), int64(vals[2]), int64(vals[3])
+	if flags&flagCached != 0 {
+		v, n := binary.Uvarint(r)
+		if n <= 0 || v > 1<<62 {
+			return respID{}, false
+		}
+		id.BaseCached, r = int64(v), r[n:]
+	}
 	if flags&flagRunUUID != 0 {
 		if len(r) < 16 {
 			return respID{}, false

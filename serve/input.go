@@ -232,7 +232,7 @@ func (a *apiServer) noteEarlier(in *turnInput, tenant string, it inputItem) {
 		id, ok = a.ids.decode(idCall, tenant, it.CallID)
 	}
 	if ok {
-		id.Call, id.From, id.Lines, id.BaseIn, id.BaseOut = "", 0, 0, 0, 0
+		id = respID{Thread: id.Thread, Run: id.Run}
 		in.continues = &id
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/agent"
 )
 
 // The per-thread start locks live only while a start holds or waits for
@@ -76,4 +78,21 @@ func TestIDPurposes(t *testing.T) {
 		}
 	}
 	assert.Len(t, shortID(strings.Repeat("x", 7<<20)), 67)
+}
+
+// A continued response's usage counts its own cached tokens only: its id
+// carries the run's count before it; ids made before carry none (0).
+func TestIDCachedTokens(t *testing.T) {
+	k := idKeyer{key: []byte("0123456789abcdef0123456789abcdef")}
+	id := respID{Thread: threadName{Name: "t"}, Run: "7f3a1c2e-0000-4000-8000-000000000001", From: 3, Lines: 2, BaseIn: 100, BaseOut: 7, BaseCached: 64}
+	got, ok := k.decode(idResponse, "acme", k.encode(idResponse, "acme", id))
+	require.True(t, ok)
+	assert.Equal(t, id, got)
+	id.BaseCached = 0
+	got, ok = k.decode(idResponse, "acme", k.encode(idResponse, "acme", id))
+	require.True(t, ok)
+	assert.Equal(t, id, got, "an id without the count, as made before it")
+	assert.Equal(t, tokens{in: 20, out: 3, cached: 16},
+		responseTokens(respMeta{id: respID{BaseIn: 100, BaseOut: 7, BaseCached: 64}},
+			&agent.Result{Usage: &tulip.Usage{PromptTokens: 120, CompletionTokens: 10, CachedTokens: 80}}))
 }

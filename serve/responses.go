@@ -258,7 +258,7 @@ func (a *apiServer) approvalID(m respMeta, interrupt string) string {
 // callID is a client tool call's id: authenticated, naming its run.
 func (a *apiServer) callID(m respMeta, call string) string {
 	id := m.id
-	id.From, id.Lines, id.BaseIn, id.BaseOut, id.Call = 0, 0, 0, 0, call
+	id.From, id.Lines, id.BaseIn, id.BaseOut, id.BaseCached, id.Call = 0, 0, 0, 0, 0, call
 	return a.ids.encode(idCall, m.tenant, id)
 }
 
@@ -341,7 +341,7 @@ func (a *apiServer) responseObject(m respMeta, res *agent.Result, runErr error) 
 // response began.
 func responseTokens(m respMeta, res *agent.Result) tokens {
 	in, out, cached := runTokens(res)
-	return tokens{in: max(0, in-m.id.BaseIn), out: max(0, out-m.id.BaseOut), cached: cached}
+	return tokens{in: max(0, in-m.id.BaseIn), out: max(0, out-m.id.BaseOut), cached: max(0, cached-m.id.BaseCached)}
 }
 
 // runTokens are a run's token counts so far.

@@ -86,7 +86,7 @@ func (a *apiServer) answer(ctx context.Context, tenant string, id respID, in tur
 		return nil, respID{}, &agent.NotInterruptedError{WorkflowID: run.ID()}
 	}
 	next := respID{Thread: id.Thread, Run: id.Run, Lines: int64(len(state.Trace))} // whole: the chain's every line
-	next.BaseIn, next.BaseOut, _ = runTokens(state)
+	next.BaseIn, next.BaseOut, next.BaseCached = runTokens(state)
 	next.From = a.offset(ctx, run)
 	var resume agent.ResumeInput
 	switch {
