@@ -64,9 +64,12 @@ func (s *sseWriter) shutdown(m respMeta) {
 	}
 	after := max(s.last, s.after)
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
-	b, _ := json.Marshal(map[string]any{"type": "error", "code": "server_shutting_down", "param": nil, "sequence_number": after + 1,
-		"message": fmt.Sprintf("tulip serve is shutting down: the response goes on; resume its stream with GET /v1/responses/%s?stream=true&starting_after=%d", m.sid, after),
-		"tulip":   map[string]any{"response_id": m.sid, "starting_after": after}})
+	msg := fmt.Sprintf("tulip serve is shutting down: the response goes on; resume its stream with GET /v1/responses/%s?stream=true&starting_after=%d", m.sid, after)
+	// The Responses API's error event, with its fields also under "error"
+	// (clients that read an event's error there, openai-go's, report it).
+	b, _ := json.Marshal(map[string]any{"type": "error", "code": "server_shutting_down", "param": nil, "sequence_number": after + 1, "message": msg,
+		"error": map[string]any{"type": "server_error", "code": "server_shutting_down", "message": msg, "param": nil},
+		"tulip": map[string]any{"response_id": m.sid, "starting_after": after}})
 	if _, err := fmt.Fprintf(s.w, "event: error\ndata: %s\n\n", b); err == nil {
 		_ = s.rc.Flush()
 	}

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -701,4 +704,43 @@ func TestServeHandlerEmbedded(t *testing.T) {
 	}
 	st, _ = postJSON(t, srv.URL+"/v1/responses", map[string]any{"model": "support", "input": "hi"})
 	assert.Equal(t, http.StatusUnauthorized, st, "no tenant, no run")
+}
+
+// TestServeShutdownOpenAIClient: the official Go client sees a shutdown:
+// its stream ends with an error that says where to resume, not a silent
+// end that reads as an answer still in progress.
+func TestServeShutdownOpenAIClient(t *testing.T) {
+	m := newServeModel(t, time.Second)
+	tq := taskQueue(t.Name())
+	serveWorker(t, server.Address(), tq, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--address", server.Address(), "--no-worker", "--task-queue", tq}, &out, &errb)
+	}()
+	t.Cleanup(cancel)
+	var base string
+	require.Eventually(t, func() bool {
+		if mm := serveURLRE.FindStringSubmatch(out.String()); mm != nil {
+			base = mm[1]
+			return true
+		}
+		return false
+	}, 90*time.Second, 50*time.Millisecond)
+	oc := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	st := oc.Responses.NewStreaming(ctxT(t), responses.ResponseNewParams{Model: "support",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("tell me slowly")}})
+	deltas := 0
+	for st.Next() {
+		if st.Current().Type == "response.output_text.delta" {
+			if deltas++; deltas == 1 {
+				cancel() // shut the server down mid-answer
+			}
+		}
+	}
+	require.Error(t, st.Err(), "the client sees the cut stream as an error")
+	assert.Contains(t, st.Err().Error(), "shutting down")
+	assert.Contains(t, st.Err().Error(), "starting_after=")
+	<-done
 }
