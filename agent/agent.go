@@ -321,8 +321,9 @@ func Approve(id string) ResumeInput {
 	return ResumeInput{InterruptID: id, Answer: "approved", PerformDangling: true}
 }
 
-// Decline answers interrupt id: the held calls do not run (they are
-// recorded as dangling), and the model is told answer.
+// Decline answers interrupt id: the held calls do not run (the trace
+// shows each "dropped", Dropped; nothing is recorded in the log), and the
+// model is told answer.
 func Decline(id, answer string) ResumeInput {
 	return ResumeInput{InterruptID: id, Answer: answer}
 }
