@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -383,4 +385,26 @@ func TestCLIChatInterruptThenResumeInALaterProcess(t *testing.T) {
 		assert.Equal(t, "azure-secret", h.Get("api-key"), "request %d", i)
 		assert.Empty(t, h.Get("Authorization"), "request %d", i)
 	}
+
+	// Every command that reads a thread takes --db: the chat's thread is
+	// inspected, explained, exported and its history written from the
+	// file alone.
+	stdout, stderr, code = runCLI(t, "inspect", "incident-7", "--db", db)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "incident-7", "%s", stdout)
+	dir := t.TempDir()
+	_, stderr, code = runCLI(t, "export", "incident-7", "--db", db, "-o", dir)
+	require.Equal(t, 0, code, stderr)
+	exported, err := os.ReadFile(filepath.Join(dir, "incident-7.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(exported), "isolate web-1")
+	_, stderr, code = runCLI(t, "history", "incident-7", "--db", db, "-o", filepath.Join(dir, "h.json"))
+	require.Equal(t, 0, code, stderr)
+	_, err = os.Stat(filepath.Join(dir, "h.json"))
+	require.NoError(t, err)
+	_, stderr, code = runCLI(t, "explain", "incident-7", "call_a", "--db", db)
+	assert.NotContains(t, stderr, "flag provided but not defined", "explain takes --db")
+	_, stderr, code = runCLI(t, "watch", "incident-7", "--db", db)
+	assert.NotContains(t, stderr, "flag provided but not defined", "watch takes --db")
+	assert.Contains(t, stderr, "closed", "watch reads the thread's closed run from the file")
 }

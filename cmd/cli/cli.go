@@ -221,6 +221,13 @@ var helpArgs = map[string]string{
 	"inspect": " THREAD", "explain": " THREAD CALL_ID", "watch": " WORKFLOW_ID", "keygen": " KEY_ID", "history": " WORKFLOW_ID", "replay": " FILE...", "resume": " THREAD", "fork": " THREAD", "eval": " THREAD... | FILE...", "export": " THREAD...", "chat": ` "message"`,
 }
 
+// dbFlag is --db for a command that reads threads: the embedded server's
+// state file of 'tulip chat --db FILE' (or dev, serve, fork): the command
+// starts the embedded server on it instead of dialing one.
+func dbFlag(fs *flagSet) *string {
+	return fs.String("db", "", "read the threads of an embedded server's state file ('tulip chat --db FILE', dev, serve): start it on FILE instead of dialing --address")
+}
+
 func parse(fs *flagSet, args []string) error {
 	// Allow flags after positional arguments: tulip inspect T --agent a.
 	var pos []string

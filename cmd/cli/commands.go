@@ -191,6 +191,7 @@ func (e *env) dev(args []string) error {
 func (e *env) inspect(args []string) error {
 	fs := e.flags("inspect")
 	c := e.connFlags(fs)
+	db := dbFlag(fs)
 	agentName := fs.String("agent", agentrun.DefaultAgent, "the agent whose log to show")
 	asJSON := fs.Bool("json", false, "print the records as JSON")
 	pricesFile := fs.String("prices", "", "a JSON file of prices in USD per million tokens, by model name: {\"gpt\": {\"prompt\": 2.5, \"cached\": 1.25, \"completion\": 10}}: the thread's cost beside its tokens")
@@ -207,7 +208,7 @@ func (e *env) inspect(args []string) error {
 			return usageError{"--prices " + err.Error()}
 		}
 	}
-	s, err := e.connect(c, false, "")
+	s, err := e.connect(c, *db != "", *db)
 	if err != nil {
 		return err
 	}
@@ -339,6 +340,7 @@ func printCost(w io.Writer, byModel map[string]*activities.Usage, prices map[str
 func (e *env) history(args []string) error {
 	fs := e.flags("history")
 	c := e.connFlags(fs)
+	db := dbFlag(fs)
 	out := fs.String("o", "", "output file")
 	runID := fs.String("run-id", "", "run ID (default: the latest run)")
 	allRuns := fs.Bool("all-runs", false, "every run of the workflow ID (a thread's runs, and their continue-as-new chains), oldest first")
@@ -349,7 +351,7 @@ func (e *env) history(args []string) error {
 	if fs.NArg() != 1 || *out == "" || (*allRuns && *runID != "") {
 		return usageError{"usage: tulip history WORKFLOW_ID -o FILE [--run-id ID | --all-runs]"}
 	}
-	s, err := e.connect(c, false, "")
+	s, err := e.connect(c, *db != "", *db)
 	if err != nil {
 		return err
 	}

@@ -464,6 +464,7 @@ func tokenWords(u *activities.Usage) string {
 func (e *env) export(args []string) error {
 	fs := e.flags("export")
 	c := e.connFlags(fs)
+	db := dbFlag(fs)
 	dir := fs.String("o", "", "the directory written (THREAD.json in it)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -471,7 +472,7 @@ func (e *env) export(args []string) error {
 	if fs.NArg() == 0 || *dir == "" {
 		return usageError{"usage: tulip export THREAD... -o DIR"}
 	}
-	s, err := e.connect(c, false, "")
+	s, err := e.connect(c, *db != "", *db)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ type otherRecord struct {
 func (e *env) explain(args []string) error {
 	fs := e.flags("explain")
 	c := e.connFlags(fs)
+	db := dbFlag(fs)
 	agentName := fs.String("agent", agentrun.DefaultAgent, "the agent whose log holds the call")
 	seq := fs.Int("record", -1, "the record to explain, when the call id is on several")
 	asJSON := fs.Bool("json", false, "print the explanation as JSON")
@@ -52,7 +53,7 @@ func (e *env) explain(args []string) error {
 		return usageError{"usage: tulip explain THREAD CALL_ID [--agent A] [--record N] [--json]"}
 	}
 	thread, callID := fs.Arg(0), fs.Arg(1)
-	s, err := e.connect(c, false, "")
+	s, err := e.connect(c, *db != "", *db)
 	if err != nil {
 		return err
 	}

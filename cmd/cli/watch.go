@@ -15,6 +15,7 @@ import (
 func (e *env) watchCmd(args []string) error {
 	fs := e.flags("watch")
 	c := e.connFlags(fs)
+	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print each call's decision as a JSON line (no text)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -22,7 +23,7 @@ func (e *env) watchCmd(args []string) error {
 	if fs.NArg() != 1 {
 		return usageError{"usage: tulip watch WORKFLOW_ID [--json]"}
 	}
-	s, err := e.connect(c, false, "")
+	s, err := e.connect(c, *db != "", *db)
 	if err != nil {
 		return err
 	}
