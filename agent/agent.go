@@ -19,6 +19,8 @@ import (
 	"context"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip"
@@ -333,4 +335,31 @@ func Decline(id, answer string) ResumeInput {
 // outcome and given to the model, and the run goes on.
 func ClientResults(id string, results ...ToolResult) ResumeInput {
 	return ResumeInput{InterruptID: id, Results: results}
+}
+
+// SaveHistory writes the histories of workflowID's newest run (a thread's
+// last run) and the runs it continued as new from, oldest first, as JSON
+// files for tulip.ReplayHistories: file itself for one run, FILE-1.json,
+// FILE-2.json, ... for a chain. Payloads are written as the server stores
+// them (encrypted ones stay encrypted: give ReplayOptions.Keys). It
+// returns the files written. 'tulip history' does the same from a shell.
+func SaveHistory(ctx context.Context, c client.Client, workflowID, file string) ([]string, error) {
+	var hists []*historypb.History // oldest first
+	for run := ""; ; {
+		hist, err := runclient.FetchHistory(ctx, c, workflowID, run)
+		if err != nil {
+			return nil, publicError(err)
+		}
+		hists = append([]*historypb.History{hist}, hists...)
+		if run = runclient.ContinuedFrom(hist); run == "" {
+			break
+		}
+	}
+	names := runclient.HistoryFiles(file, len(hists))
+	for i, hist := range hists {
+		if err := runclient.WriteHistory(names[i], hist); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
 }

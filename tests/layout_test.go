@@ -37,7 +37,7 @@ func TestLibraryDependencies(t *testing.T) {
 	}
 }
 
-// The library's public surface stays small: at most 112 exported top-level
+// The library's public surface stays small: at most 113 exported top-level
 // declarations (as `go doc -short` lists them) across the packages a user
 // can import (everything outside internal/), each with a package doc and
 // a runnable example.
@@ -64,9 +64,10 @@ func TestPublicSurface(t *testing.T) {
 		t.Logf("%-45s %3d", pkg, n)
 	}
 	t.Logf("total %d", total)
-	// 112: 106, then package serve (the OpenAI-compatible API as an
-	// http.Handler: 5) and openaimodel's timeouts' defaults (1).
-	assert.LessOrEqual(t, total, 112, "exported top-level declarations across the public packages")
+	// 113: 106, then package serve (the OpenAI-compatible API as an
+	// http.Handler: 5), openaimodel's timeouts' defaults (1) and
+	// agent.SaveHistory (1).
+	assert.LessOrEqual(t, total, 113, "exported top-level declarations across the public packages")
 	assert.Greater(t, total, 50, "sanity: the count is real")
 }
 

@@ -24,7 +24,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/cmd/cli"
+	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/serve"
 )
 
@@ -673,7 +676,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 func TestServeHandlerEmbedded(t *testing.T) {
 	m := newServeModel(t, 10*time.Millisecond)
 	tq := taskQueue(t.Name())
-	bill, _ := serveWorker(t, server.Address(), tq, m)
+	bill, tb := serveWorker(t, server.Address(), tq, m)
 	api, err := serve.NewHandler(dial(t, server.Address()), serve.Options{TaskQueue: tq,
 		IDKey: []byte("0123456789abcdef0123456789abcdef"),
 		Tenant: func(r *http.Request) (string, error) {
@@ -704,6 +707,14 @@ func TestServeHandlerEmbedded(t *testing.T) {
 	}
 	st, _ = postJSON(t, srv.URL+"/v1/responses", map[string]any{"model": "support", "input": "hi"})
 	assert.Equal(t, http.StatusUnauthorized, st, "no tenant, no run")
+
+	// The run's history, saved from Go for a replay test (issue 55, item
+	// 5), replays with the worker's tools.
+	files, err := agent.SaveHistory(ctxT(t), dial(t, server.Address()), r1["metadata"].(map[string]any)["tulip_thread"].(string),
+		filepath.Join(t.TempDir(), "refund.json"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	assert.NoError(t, workerplugin.ReplayHistories(workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks()}, workerplugin.ReplayOptions{}, files...))
 }
 
 // TestServeShutdownOpenAIClient: the official Go client sees a shutdown:

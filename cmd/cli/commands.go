@@ -10,16 +10,13 @@ import (
 	"maps"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/tulip-temporal/tulip/codec"
@@ -378,26 +375,17 @@ func (e *env) history(args []string) error {
 				return err
 			}
 			hists = append([]*historypb.History{hist}, hists...)
-			if run = hist.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); run == "" {
+			if run = runclient.ContinuedFrom(hist); run == "" {
 				break
 			}
 		}
 	}
+	names := runclient.HistoryFiles(*out, len(hists))
 	for i, hist := range hists {
-		name := *out
-		if len(hists) > 1 {
-			name = fmt.Sprintf("%s-%d%s", strings.TrimSuffix(*out, filepath.Ext(*out)), i+1, filepath.Ext(*out))
-		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-		if err != nil {
+		if err := runclient.WriteHistory(names[i], hist); err != nil {
 			return err
 		}
-		// A history holds prompts, arguments and results (decrypted,
-		// unless --encoded): readable by its owner only.
-		if err := writePrivate(name, append(b, '\n')); err != nil {
-			return err
-		}
-		e.progress("wrote %d events to %s", len(hist.Events), name)
+		e.progress("wrote %d events to %s", len(hist.Events), names[i])
 	}
 	switch {
 	case *allRuns:
@@ -412,17 +400,9 @@ func (e *env) history(args []string) error {
 // (unless encoded); without keys, a payload encrypted with one is refused
 // by name rather than written as ciphertext.
 func (e *env) fetchHistory(s *session, workflowID, runID string, encoded bool) (*historypb.History, error) {
-	hist := &historypb.History{}
-	it := s.client.GetWorkflowHistory(e.ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return nil, fmt.Errorf("history of %s: %v", workflowID, err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
-	if len(hist.Events) == 0 {
-		return nil, fmt.Errorf("history of %s is empty", workflowID)
+	hist, err := runclient.FetchHistory(e.ctx, s.client, workflowID, runID)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case s.keys != nil && !encoded:
