@@ -371,3 +371,43 @@ func TestCLIFork(t *testing.T) {
 func TestReplayForkHistory(t *testing.T) {
 	require.NoError(t, tulip.ReplayHistories(forkOptions(demo.NewToolbox()), tulip.ReplayOptions{}, forkHistory))
 }
+
+// perUserModel answers each user message with a page_oncall call, and
+// anything else (a tool's result) with text: a model asked a question
+// answers it.
+func perUserModel() tulip.Model {
+	return tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "user" {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: fmt.Sprintf("p%d", req.Turn), Name: "page_oncall",
+				Arguments: `{"case_id":"k-1","summary":"` + last.Content + `"}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: "paged"}, nil
+	})
+}
+
+// Eval's decline answers the held call only (issue 55, item 2): it adds
+// no user turn that nobody sent, so a model that answers each user
+// message is not asked again. Before, eval's decline became a user
+// message, the model called again, and the fork looped until eval gave
+// up: "failed", where the answer is "diverged at response 1".
+func TestEvalDeclineAnswersTheCallOnly(t *testing.T) {
+	_, tb := billedToolbox(t)
+	tq := taskQueue("evaldecline")
+	c := dial(t, server.Address())
+	startPublicWorker(t, c, tq, tulip.Options{Tools: toolsets(tb.Tools()...),
+		Models: map[string]tulip.Model{"v1": evalModel(""), "peruser": perUserModel()}})
+	thread := fmt.Sprintf("evaldecline-%d", time.Now().UnixNano())
+	run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "v1", ThreadID: thread, Message: "refund ord-3"})
+	require.NoError(t, err)
+	res, err := run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status)
+
+	reports, code, stderr := evalJSON(t, "--address", server.Address(), "--task-queue", tq, "--model", "peruser", thread)
+	assert.Equal(t, 1, code, stderr)
+	require.Len(t, reports, 1)
+	assert.Equal(t, "diverged", reports[0]["verdict"], "%v", reports[0])
+	assert.EqualValues(t, 1, reports[0]["diverged_at"])
+	assert.EqualValues(t, 1, reports[0]["held"], "one held call, declined once")
+	assert.Zero(t, tb.Invocations()["page_oncall"], "the declined page never ran")
+}

@@ -260,6 +260,16 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 			return err
 		}
 	}
+	if hook == ForkHook && wf.GetVersion(ctx, "tulip-fork-hold-call-only", wf.DefaultVersion, 1) == 1 {
+		// A fork's hold asks about its calls alone (did the origin's
+		// thread make them? run them?): its answer is their tool
+		// messages, as a client tool's result or an unknown outcome's
+		// answer is. No user turn is added (nobody said it: tulip eval's
+		// decline is no question for the model), the phase stays, and
+		// the run goes on matching. Forks recorded before replay as they
+		// ran.
+		return nil
+	}
 	r.addMessage(activities.Message{Role: "user", Content: resume.Answer})
 	r.resumed = true
 	r.phase++
