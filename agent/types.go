@@ -149,13 +149,25 @@ type Outcome string
 // The outcomes. On the wire (JSON, docs/scenarios.md) Served is spelled
 // "cached", as clients already read it.
 const (
-	Executed  Outcome = "executed"
-	Served    Outcome = "cached"
+	// Executed: the body ran, and the call is recorded in the log.
+	Executed Outcome = "executed"
+	// Served: an earlier record's outcome was given to the call; its body
+	// did not run (on the wire "cached").
+	Served Outcome = "cached"
+	// Cancelled: a before-hook cancelled the call; recorded with its
+	// message, which an identical later call is served.
 	Cancelled Outcome = "cancelled"
-	Held      Outcome = "held"
-	Dangling  Outcome = "dangling"
-	Dropped   Outcome = "dropped"
-	Rejected  Outcome = "rejected"
+	// Held: an interrupt holds the call until a resume answers it.
+	Held Outcome = "held"
+	// Dangling: a held call a resume performed: the body ran, and the
+	// call is never recorded.
+	Dangling Outcome = "dangling"
+	// Dropped: a held call a resume declined (or a client call that
+	// expired): the body did not run, nothing is recorded.
+	Dropped Outcome = "dropped"
+	// Rejected: not a call (an unknown tool, arguments that are not a
+	// JSON object within the bounds): nothing ran or was recorded.
+	Rejected Outcome = "rejected"
 )
 
 // Record is one entry of an execution log.
