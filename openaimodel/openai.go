@@ -59,9 +59,10 @@ type Options struct {
 	// included. Zero value: 10 minutes. A long answer is bounded by its
 	// progress instead (IdleTimeout).
 	Timeout time.Duration
-	// IdleTimeout bounds each wait without progress: for the response's
-	// headers, and then for each read of its body (a streamed answer's
-	// next piece). Zero value: 60 s.
+	// IdleTimeout bounds each wait without progress: for a streamed
+	// answer's headers, and then for each read of the body (a streamed
+	// answer's next piece). An unstreamed answer's headers come when it
+	// is whole: Timeout bounds that wait. Zero value: 60 s.
 	IdleTimeout time.Duration
 	// SystemPrompt, when set, is sent first (a run's Instructions follow
 	// it in the same system message).
@@ -281,6 +282,11 @@ func (m *Model) Respond(ctx context.Context, req tulip.ModelRequest) (tulip.Mode
 	defer cancelIdle(nil)
 	idle := time.AfterFunc(m.opts.IdleTimeout, func() { cancelIdle(errIdleTimeout) })
 	defer idle.Stop()
+	if req.OnText == nil {
+		// An unstreamed answer's headers come when it is whole: their
+		// wait is bounded by Timeout alone, the body's reads by idle.
+		idle.Stop()
+	}
 	resp, err := m.respond(ctx, req, idle)
 	if err != nil && ctx.Err() != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), errIdleTimeout) {
 		return resp, temporal.NewApplicationErrorWithCause(fmt.Sprintf("openai: no progress for %s (Options.IdleTimeout)", m.opts.IdleTimeout), ErrRetryable, err)

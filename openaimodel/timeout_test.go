@@ -68,6 +68,22 @@ func TestIdleTimeout(t *testing.T) {
 	assert.Contains(t, ae.Message(), "took over 400ms")
 }
 
+// An unstreamed answer that takes longer than IdleTimeout to begin (its
+// headers come when it is whole) is not cut: Timeout bounds it.
+func TestIdleTimeoutUnstreamed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(1200 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"thought long"}}]}`)
+	}))
+	defer srv.Close()
+	m, err := New(Options{BaseURL: srv.URL, Model: "m", IdleTimeout: 300 * time.Millisecond, Timeout: time.Minute})
+	require.NoError(t, err)
+	resp, err := m.Respond(context.Background(), tulip.ModelRequest{Messages: []tulip.Message{{Role: "user", Content: "hi"}}})
+	require.NoError(t, err)
+	assert.Equal(t, "thought long", resp.Text)
+}
+
 // stallHeader asks the test server to stall between pieces.
 type stallHeader struct{}
 

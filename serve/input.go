@@ -149,7 +149,7 @@ func (a *apiServer) readInput(tenant string, raw json.RawMessage) (turnInput, st
 			if in.target != nil && (in.target.Thread != call.Thread || in.target.Run != call.Run) {
 				return in, param + ".call_id", "the function_call_output items answer calls of different responses"
 			}
-			in.target = &call
+			in.target, users = &call, nil // a message before the outputs is history
 			in.results = append(in.results, clientResult{call: call, output: out, param: param})
 		case slices.Contains(echoed, it.Type):
 			// An earlier turn's item: what came before it (answers

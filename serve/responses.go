@@ -88,8 +88,19 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 		// after its tool ran, the AI SDK's default, sends its next turn
 		// so): the outputs answer the held calls, when they are still
 		// held, and the run answers; then the message starts the next.
-		if run, _, err := a.answer(ctx, tenant, *in.target, turnInput{results: in.results}); err == nil {
-			_, _ = run.Await(ctx)
+		if req.PreviousResponseID != "" && (prev.Thread != in.target.Thread || prev.Run != in.target.Run) {
+			badInput(w, "previous_response_id", "the function_call_output items answer calls of another response than previous_response_id")
+			return
+		}
+		if run, next, err := a.answer(ctx, tenant, *in.target, turnInput{results: in.results}); err == nil {
+			if res, err := run.Await(ctx); err == nil && res != nil && res.Status == agent.Interrupted {
+				// The run stopped again (an approval, new client calls):
+				// that is the response, and the message waits for it.
+				meta := a.meta(tenant, next, req.Model, req.PreviousResponseID)
+				meta.clientTools = res.ClientTools
+				writeJSONBounded(w, a.limits.write, http.StatusOK, a.responseObject(meta, res, nil))
+				return
+			}
 		}
 		if in.continues == nil {
 			in.continues = &respID{Thread: in.target.Thread, Run: in.target.Run}

@@ -2,12 +2,14 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/agent"
@@ -26,6 +28,9 @@ type runRequest struct {
 	params                       *activities.ModelParams
 	tools                        []activities.ToolSpec
 	clientWait                   time.Duration // 0: the server's
+	// once: a keyed request's start, which reaches the run its first try
+	// started instead of starting another.
+	once bool
 	// stream: the response is streamed, so the run streams its text (in
 	// pieces of textBatch); an unstreamed one's text adds no history.
 	stream bool
@@ -57,6 +62,12 @@ func (a *apiServer) start(ctx context.Context, tenant string, thread threadName,
 	wfID := thread.workflowID(tenant)
 	unlock := a.lockThread(wfID)
 	defer unlock()
+	if rr.once {
+		// A keyed request: the run its first try started, if there is one.
+		if run, err := a.existing(ctx, wfID); run != nil || err != nil {
+			return run, err
+		}
+	}
 	wait := rr.clientWait
 	if wait == 0 {
 		wait = a.limits.clientWait
@@ -113,6 +124,11 @@ func (a *apiServer) answer(ctx context.Context, tenant string, id respID, in tur
 	}
 	out, err := run.Resume(ctx, resume)
 	if err != nil {
+		// Another answer came first (the run may have closed since):
+		// when the interrupt is no longer open, that answer stands.
+		if st, serr := run.State(ctx); serr == nil && (st.Interrupt == nil || st.Interrupt.ID != resume.InterruptID) {
+			return nil, respID{}, a.standing(ctx, run, resume.InterruptID)
+		}
 		return nil, respID{}, err
 	}
 	if out.Duplicate {
@@ -185,26 +201,29 @@ func (a *apiServer) keyedThread(tenant, key string) threadName {
 // startOnce starts a keyed request's run, or reaches the one its first
 // try started.
 func (a *apiServer) startOnce(ctx context.Context, tenant string, thread threadName, rr runRequest) (*agent.Run, error) {
-	wfID := thread.workflowID(tenant)
-	if run := a.existing(ctx, wfID); run != nil {
-		return run, nil
-	}
+	rr.once = true
 	run, err := a.start(ctx, tenant, thread, rr)
 	if tulip.Is(err, tulip.ThreadBusy) {
-		if run := a.existing(ctx, wfID); run != nil {
-			return run, nil
+		// Another server started it between: the run is there now.
+		if run, err := a.existing(ctx, thread.workflowID(tenant)); run != nil || err != nil {
+			return run, err
 		}
 	}
 	return run, err
 }
 
-// existing is the run a thread has, or nil when it has none.
-func (a *apiServer) existing(ctx context.Context, wfID string) *agent.Run {
+// existing is the run a thread has, nil when it has none (the server
+// says not found), or the error that kept it from saying.
+func (a *apiServer) existing(ctx context.Context, wfID string) (*agent.Run, error) {
 	desc, err := a.c.DescribeWorkflowExecution(ctx, wfID, "")
-	if err != nil {
-		return nil
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
-	return agent.Attach(a.c, wfID, desc.GetWorkflowExecutionInfo().GetFirstRunId())
+	return agent.Attach(a.c, wfID, desc.GetWorkflowExecutionInfo().GetFirstRunId()), nil
 }
 
 // await waits for the run's answer: until it is there, the client leaves,

@@ -348,6 +348,11 @@ func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool, ti
 	}
 	sig := wf.GetSignalChannel(ctx, SignalResume)
 	var deadline time.Time
+	if timeout > 0 && wf.GetVersion(ctx, "tulip-client-timeout", wf.DefaultVersion, 1) == wf.DefaultVersion {
+		// A run an older worker began waiting without a timer replays
+		// without one.
+		timeout = 0
+	}
 	if timeout > 0 {
 		deadline = wf.Now(ctx).Add(timeout)
 	}
