@@ -390,7 +390,7 @@ func State(ctx context.Context, c client.Client, h Handle) (*agentrun.RunResult,
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, agentrun.QueryState)
+	v, err := queryState(ctx, c, h)
 	if err != nil {
 		return nil, err
 	}
@@ -585,3 +585,23 @@ func (e *TestEnvError) Error() string {
 
 // Kind is the error's tulip kind.
 func (e *TestEnvError) Kind() tulip.ErrorKind { return tulip.BadInput }
+
+// queryState queries a run's state. A query that fails in the worker
+// (serviceerror.QueryFailed) is asked again, twice, a moment apart: one
+// that reaches a worker while the run's workflow task is being settled
+// can fail transiently (the SDK's "lookup failed for scheduledEventID"),
+// as a second answer to an approval racing the first one's saw.
+func queryState(ctx context.Context, c client.Client, h Handle) (converter.EncodedValue, error) {
+	for attempt := 0; ; attempt++ {
+		v, err := c.QueryWorkflow(ctx, h.WorkflowID, h.RunID, agentrun.QueryState)
+		var qf *serviceerror.QueryFailed
+		if err == nil || !errors.As(err, &qf) || attempt == 2 {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
