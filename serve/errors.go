@@ -39,6 +39,14 @@ func tooLarge(w http.ResponseWriter, limit int64) {
 		fmt.Sprintf("the request body is over %d bytes (tulip serve --max-body)", limit))
 }
 
+// unavailable answers 503: a response that exists could not be read now;
+// a retry after a moment reads it.
+func unavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	apiError(w, http.StatusServiceUnavailable, "server_error", "response_unavailable", "",
+		"the response's run could not be read just now (its worker is being replaced, or the server is busy): retry")
+}
+
 // busy answers 409 thread_busy: the thread has an open run. It names no
 // run.
 func busy(w http.ResponseWriter, param string) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/agent"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
+	"go.temporal.io/api/serviceerror"
 )
 
 // The Responses API: POST /v1/responses starts a run on a thread (or
@@ -195,8 +196,15 @@ func (a *apiServer) getResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	run := agent.Attach(a.c, id.Thread.workflowID(tenant), id.Run)
 	res, err := run.State(r.Context())
-	if err != nil {
-		notFound(w, "response_id", r.PathValue("id"))
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		notFound(w, "response_id", r.PathValue("id")) // its run is gone (retention, or deleted)
+		return
+	case err != nil:
+		// The id is this server's, so the response exists: its run could
+		// not be read now (its worker lost a moment ago, the server busy).
+		unavailable(w)
 		return
 	}
 	meta := a.meta(tenant, id, res.Agent, "")

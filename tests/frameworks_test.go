@@ -536,6 +536,9 @@ func TestServeFrameworks(t *testing.T) {
 					t.Logf("the thread took the next turn after %d ms and %d refusals", got.WaitedMs, got.Refused)
 				})
 				t.Run("onestep idle", func(t *testing.T) {
+					if mode != "generate" {
+						t.Skip("the generate mode shows it; streaming adds nothing to a held call's expiry")
+					}
 					// The loop stops after one step and the user answers
 					// later: by then the held call expired, and the thread
 					// takes the turn.

@@ -515,11 +515,11 @@ func TestServeShutdownResumesElsewhere(t *testing.T) {
 	assert.Equal(t, "Slowly but surely, the run ends.", text.String(), "every piece once, across both instances")
 }
 
-// TestServeLongAnswer: a model answer streamed over 70 s (past the old
+// TestServeLongAnswer: a model answer streamed over 72 s (past the old
 // fixed 60 s request timeout) completes, and the model is asked once.
 func TestServeLongAnswer(t *testing.T) {
 	t.Parallel()
-	m := newServeModel(t, 14*time.Second) // 6 pieces: 84 s
+	m := newServeModel(t, 12*time.Second) // 6 pieces: 72 s
 	tq := taskQueue(t.Name())
 	serveWorker(t, server.Address(), tq, m)
 	base, _ := startServe(t, "--address", server.Address(), "--no-worker", "--task-queue", tq)

@@ -74,7 +74,7 @@ func TestServeLoadShort(t *testing.T) {
 
 	t.Run("load", func(t *testing.T) {
 		start := time.Now()
-		rep, code, text := runServeLoad(t, bin, "-conversations", "20", "-duration", "40s", "-kill-every", "25s", "-restart-at", "0.5",
+		rep, code, text := runServeLoad(t, bin, "-conversations", "20", "-duration", "30s", "-kill-every", "20s", "-restart-at", "0.5",
 			"-turn-timeout", "60s", "-settle", "60s")
 		t.Logf("%s(%s)", text, time.Since(start).Round(time.Second))
 		assert.Equal(t, 0, code)

@@ -51,11 +51,14 @@ func HistoryFiles(out string, n int) []string {
 
 // WriteHistory writes hist to name as JSON, as the Temporal CLI and
 // ReplayHistories read it, readable by its owner only (a history holds
-// prompts, arguments and results).
+// prompts, arguments and results), even over a file that was not.
 func WriteHistory(name string, hist *historypb.History) error {
 	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(name, append(b, '\n'), 0o600)
+	if err := os.WriteFile(name, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(name, 0o600)
 }

@@ -118,10 +118,11 @@ func (l *load) conversation(ctx context.Context, c int) {
 	// With a think time, conversations start spread over it and pause
 	// 0.5 to 1.5 times it: not all in step.
 	think := func(f float64) bool {
+		d := min(time.Duration(f*float64(l.cfg.think)), time.Until(l.end))
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(time.Duration(f * float64(l.cfg.think))):
+		case <-time.After(d):
 			return true
 		}
 	}
