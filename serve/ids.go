@@ -51,12 +51,12 @@ type respID struct {
 	// Lines counts the run's trace lines before this response (its
 	// output lists the later ones).
 	Lines   int64
-	BaseIn  int64  // the run's input tokens before this response
-	BaseOut int64  // the run's output tokens before this response
+	BaseIn  int64 // the run's input tokens before this response
+	BaseOut int64 // the run's output tokens before this response
 	// BaseCached is the run's cached input tokens before this response
 	// (ids made before it was added have none: 0).
 	BaseCached int64
-	Call    string // a call id's model call id
+	Call       string // a call id's model call id
 }
 
 // Purposes of an id (a call id cannot pass for a response id).

@@ -103,4 +103,3 @@ func loadIDKey(path string) ([]byte, error) {
 	}
 	return key, f.Close()
 }
-
