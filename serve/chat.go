@@ -145,24 +145,15 @@ func (a *apiServer) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(results) == 0 && name == "" && continues != nil {
-		if err := a.lastOfThread(ctx, tenant, *continues); err != nil {
-			var ie inputError
-			if errors.As(err, &ie) {
-				badInput(w, "messages", ie.msg)
-			} else {
-				runError(w, err, "messages")
-			}
+		if !a.refuseUnlessLast(w, ctx, tenant, *continues, "messages") {
 			return
 		}
 	}
-	// Every refusal comes before the run starts: a streamed answer takes
+	// Every refusal comes before the run starts: a streamed response takes
 	// its stream slot first.
-	release := func() {}
-	if req.Stream {
-		var ok bool
-		if release, ok = a.acquireStream(w); !ok {
-			return
-		}
+	release, ok := a.streamSlot(w, req.Stream)
+	if !ok {
+		return
 	}
 	defer release()
 	if len(results) == 0 && len(late) > 0 {

@@ -73,12 +73,9 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every refusal comes before the run starts: a streamed response takes
 	// its stream slot first.
-	release := func() {}
-	if req.Stream {
-		var ok bool
-		if release, ok = a.acquireStream(w); !ok {
-			return
-		}
+	release, ok := a.streamSlot(w, req.Stream)
+	if !ok {
+		return
 	}
 	defer release()
 	var id respID
@@ -129,13 +126,7 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 			// The input resends the conversation (as frameworks do for
 			// multi-turn): it continues the thread its last answer names,
 			// when that answer is the thread's last.
-			if err := a.lastOfThread(ctx, tenant, *in.continues); err != nil {
-				var ie inputError
-				if errors.As(err, &ie) {
-					badInput(w, ie.param, ie.msg)
-				} else {
-					runError(w, err, "input")
-				}
+			if !a.refuseUnlessLast(w, ctx, tenant, *in.continues, "input") {
 				return
 			}
 			thread = in.continues.Thread

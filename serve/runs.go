@@ -181,6 +181,20 @@ func (a *apiServer) lastOfThread(ctx context.Context, tenant string, id respID) 
 	return nil
 }
 
+// refuseUnlessLast answers the refusal when id is not its thread's last
+// response (lastOfThread), and reports whether the request may go on.
+func (a *apiServer) refuseUnlessLast(w http.ResponseWriter, ctx context.Context, tenant string, id respID, param string) bool {
+	err := a.lastOfThread(ctx, tenant, id)
+	var ie inputError
+	switch {
+	case errors.As(err, &ie):
+		badInput(w, param, ie.msg)
+	case err != nil:
+		runError(w, err, param)
+	}
+	return err == nil
+}
+
 // idempotencyKey reads a request's Idempotency-Key header: a retried
 // request that starts a thread with the same key reaches the run the
 // first one started instead of starting another.

@@ -78,6 +78,15 @@ func (s *sseWriter) shutdown(m respMeta) {
 // seqStride: an item at stream offset o yields events (o+1)*seqStride + k.
 const seqStride = 16
 
+// streamSlot takes a stream slot for a streamed request (one that is not
+// streamed needs none), or answers 429; release gives it back.
+func (a *apiServer) streamSlot(w http.ResponseWriter, stream bool) (release func(), ok bool) {
+	if !stream {
+		return func() {}, true
+	}
+	return a.acquireStream(w)
+}
+
 // acquireStream takes a stream slot, or answers 429.
 func (a *apiServer) acquireStream(w http.ResponseWriter) (func(), bool) {
 	select {
