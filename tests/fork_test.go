@@ -411,3 +411,55 @@ func TestEvalDeclineAnswersTheCallOnly(t *testing.T) {
 	assert.EqualValues(t, 1, reports[0]["held"], "one held call, declined once")
 	assert.Zero(t, tb.Invocations()["page_oncall"], "the declined page never ran")
 }
+
+// A fork serves what the origin ran after an approval. The origin's refund
+// was held by a hook (approve_refund), approved, and ran outside the log
+// (a performed held call is never recorded, docs/rules.md); the thread's
+// state keeps it for forks. A fork with the origin's model and hook
+// serves it from there: the hook does not ask again (the origin asked),
+// the fork does not hold it as "never made", and billing is reached no
+// more. A fork with the hook off serves it too. Before the fix the first
+// fork was held by the hook, the second by tulip.fork as a call "never
+// made", and approving either refunded a second time.
+func TestForkServesWhatAnApprovalRan(t *testing.T) {
+	bill, tb := billedToolbox(t)
+	opts := forkOptions(tb)
+	opts.Hooks = map[string]tulip.Hook{"approve_refund": tulip.Approve("issue_refund", "refunds need a person")}
+	tq := taskQueue("forkapproved")
+	c := dial(t, server.Address())
+	startPublicWorker(t, c, tq, opts)
+	thread := fmt.Sprintf("fork-approved-%d", time.Now().UnixNano())
+	run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "origin", ThreadID: thread, Message: "refund ord-1",
+		Hooks: []string{"approve_refund"}})
+	require.NoError(t, err)
+	res, err := run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Interrupted, res.Status, res.Error)
+	require.Equal(t, "approve_refund", res.Interrupt.Hook)
+	_, err = run.Resume(ctxT(t), agent.Approve(res.Interrupt.ID))
+	require.NoError(t, err)
+	res, err = run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status, res.Error)
+	require.Len(t, bill.Refunds(), 1, "the origin's approved refund")
+
+	for _, hooks := range [][]string{{"approve_refund"}, nil} {
+		forked := fmt.Sprintf("%s~%d", thread, len(hooks))
+		frun, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "same", ThreadID: forked,
+			ForkOf: thread, ForkAt: 1, Hooks: hooks})
+		require.NoError(t, err)
+		fres, err := frun.Await(ctxT(t))
+		require.NoError(t, err)
+		if fres.Status == agent.Interrupted {
+			// What a person would be asked: approving runs the refund again.
+			_, err = frun.Resume(ctxT(t), agent.Approve(fres.Interrupt.ID))
+			require.NoError(t, err)
+			_, err = frun.Await(ctxT(t))
+			require.NoError(t, err)
+			t.Errorf("hooks %v: the fork asked about a call its origin made (hook %s: %s)", hooks, fres.Interrupt.Hook, fres.Interrupt.Reason)
+		}
+		assert.Equal(t, []string{"lookup_order cached origin", "issue_refund cached origin"}, forkOutcomes(fres.Trace), "hooks %v", hooks)
+		assert.Len(t, bill.Refunds(), 1, "hooks %v: billing holds the origin's refund alone", hooks)
+	}
+	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
+}

@@ -185,10 +185,17 @@ func contains(s []int, v int) bool {
 // originRecords are the records of a fork's origin equal to rec (its tool,
 // its arguments by the value model) from the fork's point on.
 func originRecords(e *env, s *session, f *activities.ForkOf, agent string, rec *dedup.Record) ([]int, error) {
-	recs, err := runclient.ThreadLog(e.ctx, s.client, f.Thread, agent)
+	cp, err := runclient.Thread(e.ctx, s.client, f.Thread)
 	if err != nil {
 		return nil, fmt.Errorf("the fork's origin, thread %s: %w", f.Thread, err)
 	}
+	recs, err := runclient.LogOf(cp, agent)
+	if err != nil {
+		return nil, fmt.Errorf("the fork's origin, thread %s: %w", f.Thread, err)
+	}
+	// Past the log: the calls a resume performed (approved), which a fork
+	// serves as it serves the log's records.
+	recs = append(recs, runclient.PerformedRecords(cp, agent, len(recs))...)
 	var out []int
 	for i := range recs {
 		if o := &recs[i]; o.Response >= f.At && o.Origin != dedup.Cancelled && o.SameCall(rec.Tool, rec.Args()) {

@@ -63,6 +63,32 @@ type Checkpoint struct {
 	// Fork, on a thread made by a fork, names the thread it was forked
 	// from and where (docs/forks.md). Absent on any other thread.
 	Fork *ForkOf `json:"fork,omitempty"`
+	// Performed lists, per agent, the held calls a resume performed
+	// (approved): they ran, and by the contract no record holds them
+	// (docs/rules.md), so a fork of the thread serves them from here
+	// (docs/forks.md). Absent when there are none (and in states written
+	// before it).
+	Performed map[string][]PerformedCall `json:"performed,omitempty"`
+}
+
+// PerformedCall is a held call a resume performed: it ran (once) outside
+// the execution log. Its result is the content of the conversation's
+// message Message (its tool message), or Error.
+type PerformedCall struct {
+	// Response is the model response (1-based, across the thread) that
+	// made the call.
+	Response int    `json:"response"`
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	// Arguments are the arguments it ran with (after the hooks).
+	Arguments string `json:"arguments"`
+	// Message is the number of its tool message in the conversation
+	// (counted from 0 across the thread's runs).
+	Message int `json:"message"`
+	// Error is the call's final error, when it failed.
+	Error *dedup.ToolError `json:"error,omitempty"`
+	// Key is the downstream idempotency key it ran with.
+	Key string `json:"key,omitempty"`
 }
 
 // ForkOf is where a forked thread came from: its origin thread, and the
@@ -700,7 +726,7 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 		}
 	}
 	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted), Usage: cp.Usage.Plus(nil),
-		UsageByModel: CloneUsage(cp.UsageByModel), Fork: cp.Fork}
+		UsageByModel: CloneUsage(cp.UsageByModel), Fork: cp.Fork, Performed: cp.Performed}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
 		head, err := fetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)

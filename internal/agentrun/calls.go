@@ -74,6 +74,9 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 				st.call.NoteUnknown(st.line.Unknown)
 			}
 			st.call.Settle(&out, err)
+			if r.keepPerformed && st.line.Outcome == OutcomeDangling {
+				r.keepPerformedCall(st.call, err)
+			}
 			if err != nil {
 				st.line.Error = errText(calllog.ToolErrorOf(err).Message)
 			} else {
@@ -172,7 +175,7 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 	if rejected != nil {
 		return rejected, nil
 	}
-	post, cancelled, h := r.beforeHooks(call, args, response, false)
+	post, cancelled, h := r.beforeHooks(ctx, call, args, response, false)
 	if cancelled != nil {
 		return cancelled, nil
 	}
@@ -209,7 +212,7 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 // interrupt is returned as a hold, unless performing: a held call a resume
 // performs was answered by that resume, so no hook holds it again (the
 // hooks after the interrupting one still run).
-func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response int, performing bool) (*dedup.Args, *step, *hold) {
+func (r *run) beforeHooks(ctx wf.Context, call activities.ToolCall, args *dedup.Args, response int, performing bool) (*dedup.Args, *step, *hold) {
 	if len(r.hooks) == 0 {
 		return args, nil, nil // no hook to run: the call's hook view (a copy of its arguments) would go unread
 	}
@@ -229,6 +232,11 @@ func (r *run) beforeHooks(call activities.ToolCall, args *dedup.Args, response i
 				Outcome: OutcomeCancelled, Error: errText(d.Cancel)}, msg: toolMessage(call.ID, nil, errText(d.Cancel), false)}, nil
 		}
 		if d.Interrupt != "" && !performing {
+			if r.madeByOrigin(ctx, call.Name, post()) {
+				// In a fork, a call its origin made is served from
+				// there: it ran, and was answered, in the origin.
+				continue
+			}
 			return nil, nil, &hold{hook: name, reason: d.Interrupt, model: args, post: post()}
 		}
 	}

@@ -3,6 +3,7 @@ package agentrun
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -177,4 +178,42 @@ func (r *run) serveOrigin(ctx wf.Context, c *calllog.Call, spec activities.ToolS
 	st.line = TraceLine{Turn: r.turn, CallID: c.CallID, Tool: spec.Name, Arguments: json.RawMessage(c.Args.Text()), Outcome: OutcomeCached,
 		ServedFrom: &seq, Relation: dedup.FromOrigin, Key: rec.Key}
 	return st
+}
+
+// keepPerformedCall keeps a held call a resume performed (it ran outside
+// the log, by the contract), for a fork of the thread to serve: its tool
+// message is the next message of the conversation.
+func (r *run) keepPerformedCall(c *calllog.Call, err error) {
+	p := activities.PerformedCall{Response: c.Response, CallID: c.CallID, Tool: c.Tool, Arguments: c.Args.Text(), Message: r.convLen(), Key: c.Key}
+	if err != nil {
+		p.Error = calllog.ToolErrorOf(err)
+	}
+	r.performed = append(r.performed, p)
+}
+
+// performedState is the thread state's Performed: the other agents' as
+// loaded, and this agent's.
+func (r *run) performedState() map[string][]activities.PerformedCall {
+	var out map[string][]activities.PerformedCall
+	if r.loaded != nil && len(r.loaded.Performed) > 0 {
+		out = maps.Clone(r.loaded.Performed)
+	}
+	if len(r.performed) > 0 {
+		if out == nil {
+			out = map[string][]activities.PerformedCall{}
+		}
+		out[r.in.Agent] = r.performed
+	}
+	return out
+}
+
+// madeByOrigin reports, for a hook's interrupt, whether the call is one
+// the fork's origin made (an unused origin record equals it): the hook
+// does not ask about it, as tulip.approval does not (docs/forks.md). Runs
+// recorded before "tulip-fork-hook-origin" asked.
+func (r *run) madeByOrigin(ctx wf.Context, tool string, args *dedup.Args) bool {
+	if r.origin == nil || r.origin.find(tool, args) == nil {
+		return false
+	}
+	return wf.GetVersion(ctx, "tulip-fork-hook-origin", wf.DefaultVersion, 1) == 1
 }

@@ -81,6 +81,15 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	// the messages are r.messages: the encoded snapshot and a second
 	// array of messages would only hold memory for the run's life.
 	r.loaded = &activities.Checkpoint{Minted: cp.Minted}
+	r.performed = slices.Clone(cp.Performed[r.in.Agent])
+	for name, calls := range cp.Performed {
+		if name != r.in.Agent {
+			if r.loaded.Performed == nil {
+				r.loaded.Performed = map[string][]activities.PerformedCall{}
+			}
+			r.loaded.Performed[name] = calls
+		}
+	}
 	r.threadBase, r.threadByModel = cp.Usage, cp.UsageByModel
 	r.forkOf = cp.Fork
 	if cp.Agents != nil {
@@ -170,6 +179,7 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 		cp.Usage, cp.UsageByModel = r.threadUsage()
 	}
 	cp.Fork = r.forkOf
+	cp.Performed = r.performedState()
 
 	closing := closeConversation(r.messages)[len(r.messages):]
 	split, digest, parts := r.base, r.baseDigest, slices.Clone(r.parts)

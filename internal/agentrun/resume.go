@@ -219,6 +219,11 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 	if err != nil {
 		return err
 	}
+	if resume.PerformDangling && !r.keepPerformed {
+		// The calls it performs are kept in the thread's state, outside
+		// the log, for forks (runs recorded before this change kept none).
+		r.keepPerformed = wf.GetVersion(ctx, "tulip-keep-performed", wf.DefaultVersion, 1) == 1
+	}
 	var steps []*step
 	for i, call := range held {
 		if !resume.PerformDangling {
@@ -289,7 +294,7 @@ func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool
 	args := first
 	if !interrupted {
 		r.drainSignals(ctx) // hooks a signal installed are installed before this call, as in the loop
-		post, cancelled, _ := r.beforeHooks(call, parsed, response, true)
+		post, cancelled, _ := r.beforeHooks(ctx, call, parsed, response, true)
 		if cancelled != nil {
 			return cancelled
 		}

@@ -190,6 +190,10 @@ type run struct {
 	// fork's run, the origin's records it serves from (fork.go).
 	forkOf *activities.ForkOf
 	origin *forkOrigin
+	// performed is this agent's held calls that resumes performed on the
+	// thread (loaded, and this run's while keepPerformed), for forks.
+	performed     []activities.PerformedCall
+	keepPerformed bool
 	// subBusy is, per sub-agent thread, the future of its latest call;
 	// subRuns the run its latest child was (subagent.go).
 	subBusy map[string]wf.Future

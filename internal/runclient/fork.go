@@ -114,6 +114,7 @@ func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) 
 	if err != nil {
 		return nil, err
 	}
+	recs = append(recs, PerformedRecords(cp, agent, len(recs))...)
 	originLog, err := dedup.FromRecords(max(responses, at-1), recs)
 	if err != nil {
 		return nil, &ForkError{Thread: thread, Reason: err.Error()}
@@ -134,4 +135,27 @@ func restoreOf(cp *activities.Checkpoint, agent string) (*dedup.Log, error) {
 		return nil, nil
 	}
 	return dedup.Restore(cp.Agents[agent])
+}
+
+// PerformedRecords are the held calls resumes performed for agent on a
+// thread (its state in full), as records numbered from seq on: calls that
+// ran outside the execution log (docs/rules.md), which a fork serves as it
+// serves the log's (docs/forks.md).
+func PerformedRecords(cp *activities.Checkpoint, agent string, seq int) []dedup.Record {
+	if agent == "" {
+		agent = agentrun.DefaultAgent
+	}
+	var out []dedup.Record
+	for _, p := range cp.Performed[agent] {
+		rec := dedup.Record{Seq: seq + len(out), Tool: p.Tool, Arguments: p.Arguments, Response: p.Response, CallID: p.CallID,
+			Origin: dedup.Executed, Key: p.Key, Error: p.Error}
+		if p.Error == nil {
+			if p.Message < 0 || p.Message >= len(cp.Messages) || cp.Messages[p.Message].ToolCallID != p.CallID {
+				continue // its result is not where it says: nothing to serve
+			}
+			rec.Result = json.RawMessage(cp.Messages[p.Message].Content)
+		}
+		out = append(out, rec)
+	}
+	return out
 }
