@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -342,6 +343,11 @@ type AgentToolOptions struct {
 	Instructions string
 	// Hooks are installed in the sub-agent's run at its start, by name.
 	Hooks []string
+	// Tools names the tools (and toolsets) of its workers the sub-agent
+	// is offered, as agent.Options.Tools does for a run. Zero value:
+	// every tool of its workers but itself (a sub-agent is never offered
+	// itself).
+	Tools []string
 	// MaxTurns bounds the sub-agent's model responses per call. Zero
 	// value: 32.
 	MaxTurns int
@@ -359,7 +365,7 @@ type AgentToolOptions struct {
 // spec's Parameters, Local, OnUnknown and KeyTemplate must be unset.
 func AgentTool(spec ToolSpec, opts AgentToolOptions) (*Tool, error) {
 	t, err := activities.NewAgentTool(activities.ToolSpec(spec), activities.SubAgent{Agent: opts.Agent, Model: opts.Model,
-		TaskQueue: opts.TaskQueue, Instructions: opts.Instructions, Hooks: opts.Hooks, MaxTurns: opts.MaxTurns})
+		TaskQueue: opts.TaskQueue, Instructions: opts.Instructions, Hooks: opts.Hooks, Tools: slices.Clone(opts.Tools), MaxTurns: opts.MaxTurns})
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,12 @@ type Options struct {
 	Message string
 	// Hooks installed at start, by name (tulip.Options.Hooks), in order.
 	Hooks []string
+	// Tools names the worker's tools the agent is offered on this run:
+	// tool names and toolset names (every tool of that toolset). A name
+	// the worker does not have fails the run at its start (kind
+	// tulip.BadInput). Zero value: every tool of the worker (a sub-agent
+	// is never offered itself).
+	Tools []string
 	// MaxTurns bounds the model responses. Zero value: 32.
 	MaxTurns int
 	// MaxArgumentBytes and MaxArgumentDepth bound a call's argument text;
@@ -161,7 +167,7 @@ func Start(ctx context.Context, c client.Client, opts Options) (*Run, error) {
 func (opts Options) runOptions() runclient.RunOptions {
 	return runclient.RunOptions{TaskQueue: opts.TaskQueue, Model: opts.Model,
 		Agent: opts.Agent, ThreadID: opts.ThreadID, WorkflowID: opts.WorkflowID, Message: opts.Message,
-		Hooks: opts.Hooks, MaxTurns: opts.MaxTurns,
+		Hooks: opts.Hooks, Tools: opts.Tools, MaxTurns: opts.MaxTurns,
 		Limits:          dedup.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxArgumentDepth},
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: (*agentrun.StreamOptions)(opts.Stream),

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -360,4 +362,105 @@ func TestNestedSubAgentApproval(t *testing.T) {
 	assert.Equal(t, [2]string{"support/b", thread}, tree["tulip.decision c"])
 	assert.Equal(t, [2]string{"support/b/c", thread + "/sub/b"}, tree["tulip.decision issue_refund"])
 	assert.Equal(t, [2]string{"support/b/c", thread + "/sub/b"}, tree["tulip.model sub"])
+}
+
+// Each agent on one worker names its tools, and a sub-agent is never
+// offered itself. The parent is offered lookup_order and the "refunds"
+// sub-agent; its call of issue_refund, which it was not offered, is
+// rejected (billing is not reached). The sub-agent is offered
+// issue_refund alone, refunds through it (billing counts 1), and its call
+// of itself is rejected. A sub-agent tool with no Tools is offered every
+// tool of the worker but itself. A name the worker lacks fails the run at
+// its start with kind BadInput. Before this, every agent on the worker
+// was offered every tool, itself included.
+func TestSubAgentsHaveTheirOwnTools(t *testing.T) {
+	bill, tb := billedToolbox(t)
+	var mu sync.Mutex
+	offered := map[string][]string{}
+	see := func(req tulip.ModelRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		var names []string
+		for _, s := range req.Tools {
+			names = append(names, s.Name)
+		}
+		slices.Sort(names)
+		offered[req.Agent] = names
+	}
+	refunds, err := tulip.AgentTool(tulip.ToolSpec{Name: "refunds", Description: "a refunds specialist"},
+		tulip.AgentToolOptions{Model: "sub", Tools: []string{"issue_refund"}})
+	require.NoError(t, err)
+	helper, err := tulip.AgentTool(tulip.ToolSpec{Name: "helper", Description: "a helper"}, tulip.AgentToolOptions{Model: "sub"})
+	require.NoError(t, err)
+	parent := tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		see(req)
+		switch req.Turn {
+		case 1:
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "p1", Name: "issue_refund", Arguments: `{"order_id":"ord-9","amount":5}`}}}, nil
+		case 2:
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "p2", Name: "refunds", Arguments: `{"task":"ord-1"}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: "done"}, nil
+	})
+	sub := tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		see(req)
+		if req.Turn == 1 {
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{
+				{ID: "s1", Name: "issue_refund", Arguments: `{"order_id":"ord-1","amount":20}`},
+				{ID: "s2", Name: req.Agent, Arguments: `{"task":"again"}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: "refunded"}, nil
+	})
+	c := dial(t, server.Address())
+	tq := taskQueue("ownTools")
+	startPublicWorker(t, c, tq, tulip.Options{Tools: append(toolsets(tb.Tools()...), refunds, helper),
+		Models: map[string]tulip.Model{"parent": parent, "sub": sub}})
+
+	thread := fmt.Sprintf("own-tools-%d", time.Now().UnixNano())
+	run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "parent", ThreadID: thread, Message: "refund ord-1",
+		Tools: []string{"lookup_order", "refunds"}})
+	require.NoError(t, err)
+	res, err := run.Await(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status, res.Error)
+	assert.Equal(t, []string{"lookup_order", "refunds"}, offered["support"], "the parent's tools")
+	assert.Equal(t, []string{"issue_refund"}, offered["refunds"], "the sub-agent's tools")
+	assert.Equal(t, agent.Rejected, outcomeOf(res.Trace, "p1"), "the parent was not offered issue_refund")
+	require.Len(t, bill.Refunds(), 1, "one refund, through the sub-agent")
+	assert.Equal(t, "ord-1", bill.Refunds()[0].OrderID)
+	assert.Equal(t, 1, childStarts(t, thread), "the sub-agent's call of itself started no child")
+
+	// A sub-agent with no Tools (helper, run as an agent of its own
+	// here): every tool of the worker but itself.
+	want := []string{"refunds"}
+	for _, tl := range tb.Tools() {
+		want = append(want, tl.Spec().Name)
+	}
+	slices.Sort(want)
+	hrun, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "sub", Agent: "helper", ThreadID: thread + "-helper", Message: "ord-2"})
+	require.NoError(t, err)
+	hres, err := hrun.Await(ctxT(t))
+	require.NoError(t, err)
+	assert.Equal(t, want, offered["helper"], "every tool of the worker but helper itself")
+	assert.Equal(t, agent.Rejected, outcomeOf(hres.Trace, "s2"), "helper calling itself")
+
+	// A name the worker lacks.
+	run, err = agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "parent", ThreadID: thread + "-bad", Message: "x",
+		Tools: []string{"no_such_tool"}})
+	require.NoError(t, err)
+	_, err = run.Await(ctxT(t))
+	require.Error(t, err)
+	assert.Equal(t, tulip.BadInput, tulip.KindOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "no_such_tool")
+}
+
+// outcomeOf is the last outcome a trace gives call id.
+func outcomeOf(trace []agent.TraceLine, id string) agent.Outcome {
+	var o agent.Outcome
+	for _, l := range trace {
+		if l.CallID == id {
+			o = l.Outcome
+		}
+	}
+	return o
 }

@@ -228,6 +228,9 @@ type ModelInput struct {
 	Instructions string       `json:"instructions,omitempty"`
 	Params       *ModelParams `json:"params,omitempty"`
 	ClientTools  []ToolSpec   `json:"client_tools,omitempty"`
+	// Offered, when set, names the worker's tools the run is offered
+	// (RunInput.Tools): the others are not shown. Nil: every tool.
+	Offered *[]string `json:"offered,omitempty"`
 }
 
 // Cursor names a conversation prefix: its length and digest.
@@ -306,6 +309,9 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 				req.Tools = append(req.Tools, specs...)
 			}
 		}
+	}
+	if in.Offered != nil {
+		req.Tools = offeredOnly(req.Tools, *in.Offered)
 	}
 	if len(in.ClientTools) > 0 {
 		req.Tools = append(slices.Clone(req.Tools), in.ClientTools...)
@@ -387,4 +393,15 @@ func notedAnswer(ctx context.Context) (ModelResponse, bool) {
 // AssistantMessage is the conversation's message for a model response.
 func AssistantMessage(resp ModelResponse) Message {
 	return Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls}
+}
+
+// offeredOnly is the specs named in offered, in their order.
+func offeredOnly(specs []ToolSpec, offered []string) []ToolSpec {
+	out := make([]ToolSpec, 0, len(offered))
+	for _, s := range specs {
+		if slices.Contains(offered, s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -20,6 +20,9 @@ type SubAgent struct {
 	Instructions string `json:"instructions,omitempty"`
 	// Hooks are installed in the child at its start.
 	Hooks []string `json:"hooks,omitempty"`
+	// Tools names the worker tools and toolsets the child is offered
+	// (RunInput.Tools). Zero value: every tool of its worker but itself.
+	Tools []string `json:"tools,omitempty"`
 	// MaxTurns bounds the child's model responses. Zero value: 32.
 	MaxTurns int `json:"max_turns,omitempty"`
 }

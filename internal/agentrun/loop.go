@@ -124,11 +124,13 @@ func (r *run) loop(ctx wf.Context) error {
 func (r *run) modelInput() activities.ModelInput {
 	in := activities.ModelInput{Model: r.in.Model, Agent: r.in.Agent, Thread: r.in.ThreadID, Turn: r.turn,
 		Phase: r.phase, PhaseTurn: r.phaseTurn, TextStream: r.textStream(),
-		Instructions: r.in.Instructions, Params: r.in.Params, ClientTools: r.clientSpecs}
+		Instructions: r.in.Instructions, Params: r.in.Params, ClientTools: r.clientSpecs, Offered: r.offered}
 	if !r.carriesThread {
 		in.Messages = r.messages
 		for _, t := range r.cfg.Tools {
-			in.Tools = append(in.Tools, t.Spec())
+			if r.offered == nil || r.tools[t.Spec().Name] != nil {
+				in.Tools = append(in.Tools, t.Spec())
+			}
 		}
 		return in
 	}

@@ -99,7 +99,7 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 	if model == "" {
 		model = r.in.Model
 	}
-	child := RunInput{Agent: sub.Agent, ThreadID: thread, Message: args.Task, Model: model, Hooks: sub.Hooks, MaxTurns: sub.MaxTurns,
+	child := RunInput{Agent: sub.Agent, ThreadID: thread, Message: args.Task, Model: model, Hooks: sub.Hooks, Tools: sub.Tools, MaxTurns: sub.MaxTurns,
 		Instructions: sub.Instructions, Parent: &ParentRef{WorkflowID: wf.GetInfo(ctx).WorkflowExecution.ID, Path: r.agentPath() + "/" + sub.Agent}}
 	wf.Go(ctx, func(ctx wf.Context) {
 		if prev != nil {

@@ -3,6 +3,8 @@ package agentrun
 import (
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	wf "go.temporal.io/sdk/workflow"
@@ -65,4 +67,58 @@ func (r *run) needsApproval(tool *activities.Tool, args *dedup.Args, response in
 		src = fmt.Sprintf("toolset %q", spec.Toolset)
 	}
 	return fmt.Sprintf("%s may change or delete what it acts on (%s says so): approve to run this call", spec.Name, src), true
+}
+
+// narrowTools leaves the run the tools its input names (RunInput.Tools:
+// tool and toolset names; none: every tool of the worker), and never
+// offers a sub-agent itself: a sub-agent tool whose agent is this run's
+// (runs recorded before "tulip-subagent-not-self" were offered it).
+func (r *run) narrowTools(ctx wf.Context) error {
+	var self []string
+	for name, t := range r.tools {
+		if sub := t.SubAgent(); sub != nil && sub.Agent == r.in.Agent {
+			self = append(self, name)
+		}
+	}
+	if len(self) > 0 && wf.GetVersion(ctx, "tulip-subagent-not-self", wf.DefaultVersion, 1) == wf.DefaultVersion {
+		self = nil
+	}
+	if len(r.in.Tools) == 0 && len(self) == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, n := range r.in.Tools {
+		named[n] = false
+	}
+	kept := make(map[string]*activities.Tool, len(r.tools))
+	for name, t := range r.tools {
+		if slices.Contains(self, name) {
+			if _, ok := named[name]; ok {
+				named[name] = true // named, and still not offered
+			}
+			continue
+		}
+		ts := t.Spec().Toolset
+		_, byName := named[name]
+		_, bySet := named[ts]
+		if len(r.in.Tools) > 0 && !byName && !(ts != "" && bySet) {
+			continue
+		}
+		named[name] = true
+		if ts != "" {
+			if _, ok := named[ts]; ok {
+				named[ts] = true
+			}
+		}
+		kept[name] = t
+	}
+	for _, n := range r.in.Tools {
+		if !named[n] {
+			has := slices.Sorted(maps.Keys(r.tools))
+			return badInput(fmt.Sprintf("agent %s: no tool or toolset named %q on this worker (its tools: %s)", r.in.Agent, n, strings.Join(has, ", ")))
+		}
+	}
+	offered := slices.Sorted(maps.Keys(kept))
+	r.tools, r.offered = kept, &offered
+	return nil
 }

@@ -90,6 +90,12 @@ type RunInput struct {
 	Model string `json:"model"`
 	// Hooks are installed at start, in order.
 	Hooks []string `json:"hooks,omitempty"`
+	// Tools names the worker's tools the run is offered: tool names and
+	// toolset names (every tool of that toolset). A name the worker does
+	// not have fails the run at its start (activities.ErrBadInput). Zero
+	// value: every tool of the worker. Either way a sub-agent is never
+	// offered itself.
+	Tools []string `json:"tools,omitempty"`
 	// MaxTurns bounds the model responses of the run, across
 	// continue-as-new. Zero value: 32.
 	MaxTurns int `json:"max_turns,omitempty"`

@@ -190,6 +190,9 @@ type run struct {
 	// fork's run, the origin's records it serves from (fork.go).
 	forkOf *activities.ForkOf
 	origin *forkOrigin
+	// offered names the tools the run is offered when it is not every
+	// tool of the worker (narrowTools); r.tools holds those alone.
+	offered *[]string
 	// performed is this agent's held calls that resumes performed on the
 	// thread (loaded, and this run's while keepPerformed), for forks.
 	performed     []activities.PerformedCall
@@ -512,6 +515,13 @@ func (r *run) summaryMax() int {
 // start sets the run up: from its predecessor's carry (continue-as-new),
 // or from the thread's state, then the user's message.
 func (r *run) start(ctx wf.Context) error {
+	if err := r.startFrom(ctx); err != nil {
+		return err
+	}
+	return r.narrowTools(ctx)
+}
+
+func (r *run) startFrom(ctx wf.Context) error {
 	if c := r.in.Continued; c != nil {
 		if c.State != nil {
 			if err := r.restoreRef(c); err != nil {
