@@ -23,10 +23,12 @@ import (
 // continues the run, and a run nobody resumes comes back as its first
 // interrupt left it (Status Interrupted).
 //
-// The environment holds one run and no server: a run on a thread
-// (opts.ThreadID) is refused (tulip.BadInput), since it loads the thread
-// through the server's visibility; test threads on a dev server
-// (docs/tour.md).
+// The environment holds no server: a run on a thread (opts.ThreadID) is
+// refused (tulip.BadInput), since it loads the thread through the
+// server's visibility; test threads on a dev server (docs/tour.md).
+// Sub-agents (tulip.AgentTool) run, as child workflows of the
+// environment: each sub-agent's thread starts new, and a second call of
+// one that would continue its thread fails that call with kind BadInput.
 func RunTest(env *testsuite.TestWorkflowEnvironment, opts Options, answer func(Interrupt) ResumeInput) (*Result, error) {
 	if opts.ThreadID != "" {
 		return nil, &runclient.TestEnvError{Field: "ThreadID", Why: "a thread's run loads its earlier runs through the server's visibility, which the test environment has not: test threads on a dev server (docs/tour.md)"}
@@ -57,7 +59,9 @@ func RunTest(env *testsuite.TestWorkflowEnvironment, opts Options, answer func(I
 		env.RegisterDelayedCallback(poll, time.Second)
 	}
 	env.RegisterDelayedCallback(poll, time.Second)
-	env.ExecuteWorkflow(agentrun.WorkflowName, runclient.Input(opts.runOptions()))
+	in := runclient.Input(opts.runOptions())
+	in.TestEnv = true
+	env.ExecuteWorkflow(agentrun.WorkflowName, in)
 	if !env.IsWorkflowCompleted() && unanswered != nil {
 		return unanswered, nil
 	}

@@ -142,3 +142,63 @@ func TestTourQuotesRunTest(t *testing.T) {
 	}
 	assert.Greater(t, n, 4, "sanity: the block is read")
 }
+
+// A sub-agent in the SDK's test environment: the parent hands the refund
+// to the "refunds" sub-agent, which runs as a child workflow of the
+// environment and refunds once; its identical repeat (the tool is
+// idempotent) is served from the parent's log. A second, different task
+// would continue the sub-agent's thread, which needs a server: that call
+// fails with kind BadInput, and the run answers. Before, the child's
+// thread load asked the environment's mock service (DescribeNamespace)
+// and killed the test binary.
+func TestRunTestWithASubAgent(t *testing.T) {
+	ran := 0
+	refund := tulip.MustTool(tulip.ToolSpec{Name: "issue_refund"}, func(ctx context.Context, a struct {
+		OrderID string `json:"order_id"`
+	}) (string, error) {
+		ran++
+		return "refunded " + a.OrderID, nil
+	})
+	refunds, err := tulip.AgentTool(tulip.ToolSpec{Name: "refunds", Idempotent: true}, tulip.AgentToolOptions{Model: "sub",
+		Tools: []string{"issue_refund"}})
+	require.NoError(t, err)
+	task := func(id, order string) tulip.ModelResponse {
+		return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: id, Name: "refunds", Arguments: `{"task":"` + order + `"}`}}}
+	}
+	var last string
+	parent := tulip.ModelFunc(func(ctx context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		switch req.Turn {
+		case 1:
+			return task("p1", "o1"), nil
+		case 2:
+			return task("p2", "o1"), nil
+		case 3:
+			return task("p3", "o2"), nil
+		}
+		last = req.Messages[len(req.Messages)-1].Content
+		return tulip.ModelResponse{Text: "done"}, nil
+	})
+	sub := tulip.ModelFunc(func(ctx context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
+		if req.Turn == 1 {
+			order := req.Messages[len(req.Messages)-1].Content
+			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: "s1", Name: "issue_refund", Arguments: `{"order_id":"` + order + `"}`}}}, nil
+		}
+		return tulip.ModelResponse{Text: "refunded"}, nil
+	})
+	plugin, err := tulip.NewPlugin(tulip.Options{Tools: []tulip.Toolset{refund, refunds}, Models: map[string]tulip.Model{"m": parent, "sub": sub}})
+	require.NoError(t, err)
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+	res, err := agent.RunTest(env, agent.Options{Model: "m", Message: "refund o1", Tools: []string{"refunds"}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, agent.Completed, res.Status, res.Error)
+	assert.Equal(t, 1, ran, "one refund, by the sub-agent")
+	var outcomes []string
+	for _, l := range res.Trace {
+		outcomes = append(outcomes, l.CallID+":"+string(l.Outcome))
+	}
+	assert.Equal(t, []string{"p1:executed", "p2:cached", "p3:executed"}, outcomes)
+	assert.Contains(t, last, "test environment", "the third call's error names why")
+}

@@ -52,6 +52,14 @@ func (r *run) loadThread(ctx wf.Context) error {
 	if r.in.ThreadID == "" {
 		return nil
 	}
+	if r.in.TestEnv {
+		// No server to read a thread from, nor to ask about it: a new
+		// thread starts empty, and one with runs cannot be read.
+		if !r.in.NewThread || r.in.PreviousRunID != "" {
+			return badInput(fmt.Sprintf("thread %s has runs already: the SDK's test environment has no server to read them from; test threads on a dev server (docs/tour.md)", r.in.ThreadID))
+		}
+		return nil
+	}
 	actx := wf.WithActivityOptions(ctx, wf.ActivityOptions{
 		StartToCloseTimeout:    time.Minute,
 		HeartbeatTimeout:       10 * time.Second,

@@ -99,7 +99,7 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 	if model == "" {
 		model = r.in.Model
 	}
-	child := RunInput{Agent: sub.Agent, ThreadID: thread, Message: args.Task, Model: model, Hooks: sub.Hooks, Tools: sub.Tools, MaxTurns: sub.MaxTurns,
+	child := RunInput{TestEnv: r.in.TestEnv, Agent: sub.Agent, ThreadID: thread, Message: args.Task, Model: model, Hooks: sub.Hooks, Tools: sub.Tools, MaxTurns: sub.MaxTurns,
 		Instructions: sub.Instructions, Parent: &ParentRef{WorkflowID: wf.GetInfo(ctx).WorkflowExecution.ID, Path: r.agentPath() + "/" + sub.Agent}}
 	wf.Go(ctx, func(ctx wf.Context) {
 		if prev != nil {
@@ -128,10 +128,27 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 			return cf, exec, err
 		}
 		fresh := child.PreviousRunID == ""
-		cf, exec, err := start(fresh)
+		var cf wf.ChildWorkflowFuture
+		var exec wf.Execution
+		var err error
+		if r.in.TestEnv && !fresh {
+			err = errTestEnvThread(thread)
+		} else {
+			cf, exec, err = start(fresh)
+		}
 		var taken *temporal.ChildWorkflowExecutionAlreadyStartedError
 		if fresh && errors.As(err, &taken) {
-			cf, exec, err = start(false)
+			if r.in.TestEnv {
+				err = errTestEnvThread(thread)
+			} else {
+				cf, exec, err = start(false)
+			}
+		}
+		var refused *temporal.ApplicationError
+		if errors.As(err, &refused) && refused.Type() == activities.ErrBadInput {
+			delete(r.childChans, thread)
+			settle.SetError(err)
+			return
 		}
 		if err != nil {
 			delete(r.childChans, thread)
@@ -248,4 +265,12 @@ func (r *run) signalParent(ctx wf.Context, ci ChildInterrupt) {
 	if err := wf.SignalExternalWorkflow(ctx, p.WorkflowID, "", SignalChildInterrupt, ci).Get(ctx, nil); err != nil {
 		wf.GetLogger(ctx).Warn("the parent run was not told", "parent", p.WorkflowID, "withdrawn", ci.Withdrawn, "error", err)
 	}
+}
+
+// errTestEnvThread refuses, in the SDK's test environment, a sub-agent
+// call on a thread that has runs: loading it needs a server.
+func errTestEnvThread(thread string) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"sub-agent thread %s has runs already: in the SDK's test environment (agent.RunTest) a sub-agent's thread runs once, since reading its earlier runs needs a server; test it on a dev server (docs/tour.md)", thread),
+		activities.ErrBadInput, nil)
 }

@@ -133,6 +133,11 @@ type RunInput struct {
 	// answered as not performed (dropped, never recorded) and the run goes
 	// on. Zero: no bound.
 	ClientTimeoutMillis int64 `json:"client_timeout_ms,omitempty"`
+	// TestEnv: the run plays in the SDK's test environment (agent.RunTest),
+	// which has no server. A sub-agent's thread starts there as new; what
+	// would read a thread's earlier runs (a sub-agent called again on its
+	// thread) is refused with activities.ErrBadInput.
+	TestEnv bool `json:"test_env,omitempty"`
 	// Parent, on a sub-agent's run, names the run that called it
 	// (subagent.go).
 	Parent *ParentRef `json:"parent,omitempty"`
