@@ -62,8 +62,17 @@ type Bucket struct {
 	prefix string
 }
 
-// Open connects to the bucket opts names. It makes no request: a missing
-// bucket or a credential the service refuses is the first save's error.
+// ErrNoCredentials is Open's error when the SDK's credential chain finds
+// no credentials (no AWS_ACCESS_KEY_ID, profile, web identity, or
+// instance or task role).
+var ErrNoCredentials = errors.New("s3store: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run with an instance or task role")
+
+// Open connects to the bucket opts names. Without opts.Client it asks the
+// SDK's credential chain for credentials once (on EC2 that reaches the
+// instance metadata service; set AWS_EC2_METADATA_DISABLED=true where
+// there is none), and fails with ErrNoCredentials when it finds none. It
+// makes no request of the bucket: a missing bucket or a credential the
+// service refuses is the first save's error (Check finds both at once).
 func Open(ctx context.Context, opts Options) (*Bucket, error) {
 	if opts.Bucket == "" {
 		return nil, errors.New("s3store: no bucket")
@@ -80,6 +89,12 @@ func Open(ctx context.Context, opts Options) (*Bucket, error) {
 		}
 		if cfg.Region == "" {
 			cfg.Region = "us-east-1"
+		}
+		if cfg.Credentials == nil {
+			return nil, ErrNoCredentials
+		}
+		if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+			return nil, fmt.Errorf("%w (the chain's last answer: %v)", ErrNoCredentials, err)
 		}
 		pathStyle := opts.Endpoint != ""
 		if opts.PathStyle != nil {

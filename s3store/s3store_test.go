@@ -1,6 +1,9 @@
 package s3store
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,4 +52,27 @@ func TestBlobKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "p/blobs/sha256-ab", k)
 	assert.Equal(t, "p/threads/", b.Threads(nil).Key("t1")[:len("p/threads/")])
+}
+
+// Without credentials, Open says which variables to set (not the
+// metadata service's "no EC2 IMDS role found"); with them it opens.
+func TestOpenWithoutCredentials(t *testing.T) {
+	dir := t.TempDir()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	_, err := Open(context.Background(), Options{Bucket: "b", Endpoint: "http://127.0.0.1:1"})
+	require.ErrorIs(t, err, ErrNoCredentials)
+	assert.Contains(t, err.Error(), "AWS_ACCESS_KEY_ID")
+	assert.NotContains(t, err.Error(), "\n")
+
+	t.Setenv("AWS_ACCESS_KEY_ID", "id")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	_, err = Open(context.Background(), Options{Bucket: "b", Endpoint: "http://127.0.0.1:1"})
+	require.NoError(t, err)
 }

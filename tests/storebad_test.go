@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/cmd/soak/s3server"
+	"github.com/tulip-temporal/tulip/s3store/s3test"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
@@ -116,26 +116,26 @@ var threadStores = []struct {
 // a prefix of its own.
 var s3Shared struct {
 	once sync.Once
-	srv  *s3server.Server
+	srv  *s3test.Server
 	err  error
 	dir  string
 }
 
 // sharedS3 is the tests' S3 server; without weed it skips t (fails it
 // when CI=true).
-func sharedS3(t *testing.T) *s3server.Server {
+func sharedS3(t *testing.T) *s3test.Server {
 	t.Helper()
 	s3Shared.once.Do(func() {
-		if _, s3Shared.err = s3server.Binary(); s3Shared.err != nil {
+		if _, s3Shared.err = s3test.Binary(); s3Shared.err != nil {
 			return
 		}
 		if s3Shared.dir, s3Shared.err = os.MkdirTemp("", "tulip-tests-s3-"); s3Shared.err != nil {
 			return
 		}
-		s3Shared.srv, s3Shared.err = s3server.Start(s3Shared.dir)
+		s3Shared.srv, s3Shared.err = s3test.Start(s3Shared.dir)
 	})
 	if s3Shared.err != nil {
-		if os.Getenv("CI") == "true" || os.Getenv(s3server.EnvBinary) != "" {
+		if os.Getenv("CI") == "true" || os.Getenv(s3test.EnvBinary) != "" {
 			t.Fatalf("%v (the S3 tests may not be skipped)", s3Shared.err)
 		}
 		t.Skip(s3Shared.err)

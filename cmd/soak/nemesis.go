@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tulip-temporal/tulip/cmd/soak/s3server"
+	"github.com/tulip-temporal/tulip/s3store/s3test"
 )
 
 // Fault kinds beside the server's (server.go).
@@ -89,7 +89,7 @@ type nemesis struct {
 	proxy     *Proxy
 	workers   *pool
 	deleteRun func(ctx context.Context, rng *rand.Rand) error // a history_delete
-	s3        *s3server.Server                                // with Store "s3"
+	s3        *s3test.Server                                // with Store "s3"
 	s3proxy   *S3Proxy
 	killEvery time.Duration
 	delay     time.Duration

@@ -25,7 +25,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/tulip-temporal/tulip/cmd/soak/s3server"
+	"github.com/tulip-temporal/tulip/s3store/s3test"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
@@ -42,7 +42,7 @@ type soak struct {
 	page    *pager.Server
 	srv     server
 	proxy   *Proxy
-	s3      *s3server.Server // Store "s3"
+	s3      *s3test.Server // Store "s3"
 	s3proxy *S3Proxy
 	s3URL   string // the workers' thread store
 	c       client.Client
@@ -166,7 +166,7 @@ func (s *soak) setUp(ctx context.Context) error {
 func (s *soak) startS3() error {
 	s.progress("starting an S3 server (SeaweedFS) and a fault proxy in front of it")
 	var err error
-	if s.s3, err = s3server.Start(filepath.Join(s.dir, "s3")); err != nil {
+	if s.s3, err = s3test.Start(filepath.Join(s.dir, "s3")); err != nil {
 		return err
 	}
 	if s.s3proxy, err = StartS3Proxy(s.s3.Endpoint); err != nil {

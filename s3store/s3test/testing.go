@@ -1,4 +1,4 @@
-package s3server
+package s3test
 
 import (
 	"os"

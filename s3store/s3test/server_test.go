@@ -1,4 +1,4 @@
-package s3server
+package s3test
 
 import (
 	"bytes"
@@ -280,7 +280,7 @@ func TestStopRestartPauseResume(t *testing.T) {
 // TestInstallScriptPinsVersion keeps Version and scripts/install-test-deps
 // on the same build.
 func TestInstallScriptPinsVersion(t *testing.T) {
-	script, err := os.ReadFile("../../../scripts/install-test-deps")
+	script, err := os.ReadFile("../../scripts/install-test-deps")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,19 @@
-// Package s3server runs a real S3-compatible server for the soak and the
-// tests: SeaweedFS's weed, built from source by scripts/install-test-deps,
-// as child processes on free loopback ports with their data in a folder of
-// the caller's. It honours
-// conditional writes (If-None-Match: * and If-Match on PutObject), so a test
-// can use it to check compare-and-swap against something other than a fake.
+// Package s3test runs a real S3-compatible server for your tests of
+// s3store (and for tulip's own tests and soak): SeaweedFS's weed, as child
+// processes on free loopback ports with their data in a folder of the
+// caller's. It honours conditional writes (If-None-Match: * and If-Match
+// on PutObject), as s3store needs, so a test checks compare-and-swap
+// against a real server rather than a fake.
+//
+// weed is built once from its Go module (Install, or
+//
+//	go run github.com/tulip-temporal/tulip/s3store/s3test/installweed
+//
+// which takes minutes the first time and is cached) into
+// ~/.cache/tulip-test-deps; $TULIP_WEED overrides the path. In a test:
+//
+//	srv := s3test.StartForTest(t) // skips t when weed is not installed
+//	bucket, err := s3store.Open(ctx, srv.Options())
 //
 // Two processes make one Server. The storage process (weed mini with its S3
 // gateway off: master, volume server, filer) holds the data and runs for
@@ -12,7 +22,7 @@
 // or a hung endpoint costs well under a second to stage, and the data stays
 // (it lives in the storage process). Restarting the storage process itself
 // would hold every new write for SeaweedFS's 15-second master warm-up.
-package s3server
+package s3test
 
 import (
 	"bytes"
@@ -93,7 +103,7 @@ type proc struct {
 func Binary() (string, error) {
 	if p := os.Getenv(EnvBinary); p != "" {
 		if err := executable(p); err != nil {
-			return "", fmt.Errorf("s3server: %s=%s: %w", EnvBinary, p, err)
+			return "", fmt.Errorf("s3test: %s=%s: %w", EnvBinary, p, err)
 		}
 		return p, nil
 	}
@@ -102,7 +112,7 @@ func Binary() (string, error) {
 		return "", err
 	}
 	if err := executable(p); err != nil {
-		return "", fmt.Errorf("s3server: SeaweedFS's weed %s is not installed (%v): run scripts/install-test-deps, or set %s", Version, err, EnvBinary)
+		return "", fmt.Errorf("s3test: SeaweedFS's weed %s is not installed (%v): run `go run github.com/tulip-temporal/tulip/s3store/s3test/installweed` (once: it builds it, in minutes), or set %s", Version, err, EnvBinary)
 	}
 	return p, nil
 }
@@ -112,7 +122,7 @@ func Binary() (string, error) {
 func CachePath() (string, error) {
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("s3server: no home folder to find weed in: %w", err)
+		return "", fmt.Errorf("s3test: no home folder to find weed in: %w", err)
 	}
 	return filepath.Join(home, ".cache", "tulip-test-deps", "seaweedfs-"+Version, "weed"), nil
 }
@@ -156,12 +166,12 @@ func (s *Server) Dir() string { return s.dir }
 func (s *Server) start() error {
 	ps, err := freePorts(10)
 	if err != nil {
-		return fmt.Errorf("s3server: free ports: %w", err)
+		return fmt.Errorf("s3test: free ports: %w", err)
 	}
 	s.ports = ports{ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ps[7], ps[8], ps[9]}
 	s.Endpoint = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ports.s3))
 	if err := os.MkdirAll(s.dataDir(), 0o700); err != nil {
-		return fmt.Errorf("s3server: %w", err)
+		return fmt.Errorf("s3test: %w", err)
 	}
 	ident, _ := json.Marshal(map[string]any{"identities": []any{map[string]any{
 		"name":        "tulip-test",
@@ -169,7 +179,7 @@ func (s *Server) start() error {
 		"actions":     []string{"Admin", "Read", "Write", "List", "Tagging"},
 	}}})
 	if err := os.WriteFile(s.identities(), ident, 0o600); err != nil {
-		return fmt.Errorf("s3server: %w", err)
+		return fmt.Errorf("s3test: %w", err)
 	}
 	s.client = s.Client()
 
@@ -188,7 +198,7 @@ func (s *Server) start() error {
 		resp.Body.Close()
 		return nil
 	}); err != nil {
-		return fmt.Errorf("s3server: the filer on port %d did not come up: %w", s.ports.filer, err)
+		return fmt.Errorf("s3test: the filer on port %d did not come up: %w", s.ports.filer, err)
 	}
 	if err := s.startGateway(); err != nil {
 		return err
@@ -216,7 +226,7 @@ func (s *Server) start() error {
 		_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.Bucket, Key: &probe})
 		return err
 	}); err != nil {
-		return fmt.Errorf("s3server: %s did not serve a write: %w", s.Endpoint, err)
+		return fmt.Errorf("s3test: %s did not serve a write: %w", s.Endpoint, err)
 	}
 	return nil
 }
@@ -281,7 +291,7 @@ func (s *Server) spawn(name string, args, env []string) (*proc, error) {
 	logPath := filepath.Join(s.dir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("s3server: %w", err)
+		return nil, fmt.Errorf("s3test: %w", err)
 	}
 	fmt.Fprintf(f, "\n=== %s %s %s\n", time.Now().Format(time.RFC3339Nano), s.bin, strings.Join(args, " "))
 	cmd := exec.Command(s.bin, args...)
@@ -293,7 +303,7 @@ func (s *Server) spawn(name string, args, env []string) (*proc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("s3server: start %s %s: %w", s.bin, args[0], err)
+		return nil, fmt.Errorf("s3test: start %s %s: %w", s.bin, args[0], err)
 	}
 	pr := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
@@ -335,7 +345,7 @@ func (s *Server) Client() *s3.Client {
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: key, SecretAccessKey: secret, Source: "s3server"}, nil
+			return aws.Credentials{AccessKeyID: key, SecretAccessKey: secret, Source: "s3test"}, nil
 		}),
 		RetryMaxAttempts: 1,
 	})
@@ -365,7 +375,7 @@ func (s *Server) Restart() error {
 		_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.Bucket})
 		return err
 	}); err != nil {
-		return fmt.Errorf("s3server: %s did not come back: %w", s.Endpoint, err)
+		return fmt.Errorf("s3test: %s did not come back: %w", s.Endpoint, err)
 	}
 	return nil
 }
@@ -384,10 +394,10 @@ func (s *Server) signalGateway(sig syscall.Signal, paused bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gateway == nil {
-		return fmt.Errorf("s3server: %v: the gateway is stopped", sig)
+		return fmt.Errorf("s3test: %v: the gateway is stopped", sig)
 	}
 	if err := s.gateway.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("s3server: %v: %w", sig, err)
+		return fmt.Errorf("s3test: %v: %w", sig, err)
 	}
 	s.paused = paused
 	if paused {
