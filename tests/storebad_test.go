@@ -18,12 +18,12 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/s3store/s3test"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/s3store"
+	"github.com/tulip-temporal/tulip/s3store/s3test"
 )
 
 // storeUnder is a thread store and a way under it, to break its entries

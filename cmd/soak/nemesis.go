@@ -89,7 +89,7 @@ type nemesis struct {
 	proxy     *Proxy
 	workers   *pool
 	deleteRun func(ctx context.Context, rng *rand.Rand) error // a history_delete
-	s3        *s3test.Server                                // with Store "s3"
+	s3        *s3test.Server                                  // with Store "s3"
 	s3proxy   *S3Proxy
 	killEvery time.Duration
 	delay     time.Duration

@@ -25,13 +25,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/tulip-temporal/tulip/s3store/s3test"
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/demo/pager"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
+	"github.com/tulip-temporal/tulip/s3store/s3test"
 )
 
 // soak is one soak's parts.
