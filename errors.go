@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/codec"
@@ -69,13 +70,16 @@ const (
 	RunFailed ErrorKind = "tulip.RunFailed"
 	// Ambiguous: a tool body's error after which the effect may have
 	// happened (a timeout after the request went out): return
-	// ToolError(msg, string(Ambiguous), false). With ToolSpec.OnUnknown
+	// ToolError(msg, Ambiguous, false). With ToolSpec.OnUnknown
 	// "check" the call's outcome is unknown and the run checks; otherwise
 	// it is an error like any other.
 	Ambiguous ErrorKind = "tulip.Ambiguous"
 	// OutcomeUnknown: a call's outcome stayed unknown (its check failed,
 	// or every attempt was lost); the model is told so.
 	OutcomeUnknown ErrorKind = "tulip.OutcomeUnknown"
+	// NotFound: the thread, run or workflow a call names does not exist
+	// on the server (never started, or deleted by retention).
+	NotFound ErrorKind = "tulip.NotFound"
 )
 
 // KindOf returns the tulip kind of err, or "" when err is not a tulip
@@ -92,6 +96,10 @@ func KindOf(err error) ErrorKind {
 	var key *codec.KeyError
 	if errors.As(err, &key) {
 		return CodecKey
+	}
+	var missing *serviceerror.NotFound
+	if errors.As(err, &missing) {
+		return NotFound
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) && strings.HasPrefix(app.Type(), "tulip.") {

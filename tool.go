@@ -174,10 +174,20 @@ type ToolOutput struct {
 func NewTool[Args, Result any](spec ToolSpec, body func(ctx context.Context, args Args) (Result, error), opts ...ToolOptions) (*Tool, error) {
 	t, err := activities.NewTool(activities.ToolSpec(spec), body, internalToolOptions(opts)...)
 	if err != nil {
-		return nil, err
+		return nil, &declarationError{err}
 	}
 	return &Tool{t}, nil
 }
+
+// declarationError is a tool declaration NewTool or AgentTool refuses:
+// kind BadInput, its message the reason.
+type declarationError struct{ err error }
+
+func (e *declarationError) Error() string { return e.err.Error() }
+func (e *declarationError) Unwrap() error { return e.err }
+
+// Kind is BadInput.
+func (e *declarationError) Kind() ErrorKind { return BadInput }
 
 // MustTool is NewTool that panics on a declaration error, for
 // package-level tool variables.
@@ -198,11 +208,13 @@ func SetIdempotencyKeyHeader(ctx context.Context, req *http.Request) error {
 	return activities.SetIdempotencyKeyHeader(ctx, req)
 }
 
-// ToolError is a tool failure with a stable type: it is the call's
-// recorded outcome (an idempotent tool's identical later call is served
-// the same error). nonRetryable stops Temporal's retries of the body.
-func ToolError(message, errType string, nonRetryable bool) error {
-	return activities.ToolError(message, errType, nonRetryable)
+// ToolError is a tool failure of a stable kind: it is the call's recorded
+// outcome (an idempotent tool's identical later call is served the same
+// error), and its type in the run's history. kind is yours
+// ("billing.Declined") or one of tulip's (Ambiguous). nonRetryable stops
+// Temporal's retries of the body.
+func ToolError(message string, kind ErrorKind, nonRetryable bool) error {
+	return activities.ToolError(message, string(kind), nonRetryable)
 }
 
 // CallInfo returns the tool call running in ctx (its id, tool, argument
@@ -367,7 +379,7 @@ func AgentTool(spec ToolSpec, opts AgentToolOptions) (*Tool, error) {
 	t, err := activities.NewAgentTool(activities.ToolSpec(spec), activities.SubAgent{Agent: opts.Agent, Model: opts.Model,
 		TaskQueue: opts.TaskQueue, Instructions: opts.Instructions, Hooks: opts.Hooks, Tools: slices.Clone(opts.Tools), MaxTurns: opts.MaxTurns})
 	if err != nil {
-		return nil, err
+		return nil, &declarationError{err}
 	}
 	return &Tool{t}, nil
 }

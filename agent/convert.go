@@ -29,7 +29,7 @@ func result(res *agentrun.RunResult) (*Result, error) {
 	if res == nil {
 		return nil, nil
 	}
-	out := &Result{Status: res.Status, Agent: res.Agent, ThreadID: res.ThreadID, Answer: res.Answer,
+	out := &Result{Status: Status(res.Status), Agent: res.Agent, ThreadID: res.ThreadID, Answer: res.Answer,
 		Turns: res.Turns, Error: res.Error, Checkpoint: state(res.Checkpoint), ContinuedAsNew: res.ContinuedAsNew,
 		State: state(res.State), Usage: (*tulip.Usage)(res.Usage), ThreadUsage: (*tulip.Usage)(res.ThreadUsage), ClientTools: res.ClientTools, StoreError: res.StoreError}
 	if res.Trace != nil {

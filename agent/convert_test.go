@@ -15,13 +15,13 @@ import (
 
 // The package's constants are the wire's, as the workflow spells them.
 func TestConstantsAreTheWires(t *testing.T) {
-	assert.Equal(t, agentrun.StatusRunning, Running)
-	assert.Equal(t, agentrun.StatusInterrupted, Interrupted)
-	assert.Equal(t, agentrun.StatusCompleted, Completed)
-	assert.Equal(t, agentrun.StatusFailed, Failed)
+	assert.Equal(t, agentrun.StatusRunning, string(Running))
+	assert.Equal(t, agentrun.StatusInterrupted, string(Interrupted))
+	assert.Equal(t, agentrun.StatusCompleted, string(Completed))
+	assert.Equal(t, agentrun.StatusFailed, string(Failed))
 	assert.Equal(t, agentrun.ClientToolsHook, ClientToolsHook)
 	assert.Equal(t, agentrun.UnknownHook, UnknownHook)
-	for pub, in := range map[Outcome]agentrun.Outcome{Executed: agentrun.OutcomeExecuted, Served: agentrun.OutcomeCached,
+	for pub, in := range map[Outcome]agentrun.Outcome{Executed: agentrun.OutcomeExecuted, Cached: agentrun.OutcomeCached,
 		Cancelled: agentrun.OutcomeCancelled, Held: agentrun.OutcomeHeld, Dangling: agentrun.OutcomeDangling,
 		Dropped: agentrun.OutcomeDropped, Rejected: agentrun.OutcomeRejected} {
 		assert.Equal(t, string(in), string(pub))

@@ -50,7 +50,7 @@ func Example() {
 		return
 	}
 	for _, l := range res.Trace {
-		fmt.Println(l.Tool, l.Outcome, l.Outcome == agent.Served)
+		fmt.Println(l.Tool, l.Outcome, l.Outcome == agent.Cached)
 	}
 	fmt.Println(res.Answer)
 }

@@ -9,7 +9,7 @@ import (
 // Result is a run's result, or its state so far (Run.State).
 type Result struct {
 	// Status is Running, Interrupted, Completed or Failed.
-	Status string `json:"status"`
+	Status Status `json:"status"`
 	// Agent is the agent that ran ("" the default one).
 	Agent string `json:"agent"`
 	// ThreadID is the run's thread ("" for a run on none).
@@ -25,12 +25,17 @@ type Result struct {
 	Interrupt *Interrupt `json:"interrupt,omitempty"`
 	// Error is the failure, when Status is Failed.
 	Error string `json:"error,omitempty"`
-	// Checkpoint is the thread's state after this run (thread runs).
+	// Checkpoint is the thread's state after this run, in full, from a
+	// run of a worker before states went by reference (runs recorded
+	// then, and replays of them); nil from any other run, which sets
+	// State instead.
 	Checkpoint *tulip.ThreadState `json:"checkpoint,omitempty"`
 	// ContinuedAsNew counts the times the run continued as new.
 	ContinuedAsNew int `json:"continued_as_new,omitempty"`
-	// State is the thread's state after this run, by reference (thread
-	// runs): what the thread's next run loads.
+	// State is the thread's state after this run (a run on a thread), by
+	// reference: its conversation names the runs that hold it, and its
+	// records are thin. It is what the thread's next run loads; read it in
+	// full with agent.Thread.
 	State *tulip.ThreadState `json:"state,omitempty"`
 	// Summary counts the run's calls by outcome.
 	Summary map[Outcome]int `json:"summary,omitempty"`
@@ -51,12 +56,19 @@ type Result struct {
 	StoreError string `json:"store_error,omitempty"`
 }
 
+// Status is where a run stands (Result.Status).
+type Status string
+
 // The statuses of a Result.
 const (
-	Running     = "running"
-	Interrupted = "interrupted"
-	Completed   = "completed"
-	Failed      = "failed"
+	// Running: the run is working (Run.State of an open run).
+	Running Status = "running"
+	// Interrupted: the run waits for a resume (Result.Interrupt).
+	Interrupted Status = "interrupted"
+	// Completed: the run answered (Result.Answer).
+	Completed Status = "completed"
+	// Failed: the run failed (Result.Error; Await's error has its kind).
+	Failed Status = "failed"
 )
 
 // TraceLine is one settled tool call.
@@ -146,14 +158,18 @@ type NearMiss struct {
 // Outcome is how a call was settled.
 type Outcome string
 
-// The outcomes. On the wire (JSON, docs/scenarios.md) Served is spelled
-// "cached", as clients already read it.
+// The outcomes, spelled in Go as on the wire (JSON, docs/scenarios.md)
+// and in the CLI's tables.
 const (
 	// Executed: the body ran, and the call is recorded in the log.
 	Executed Outcome = "executed"
-	// Served: an earlier record's outcome was given to the call; its body
-	// did not run (on the wire "cached").
-	Served Outcome = "cached"
+	// Cached: an earlier record's outcome was given to the call (served
+	// from the log); its body did not run.
+	Cached Outcome = "cached"
+	// Served is Cached.
+	//
+	// Deprecated: use Cached, the word the wire and the CLI use.
+	Served = Cached
 	// Cancelled: a before-hook cancelled the call; recorded with its
 	// message, which an identical later call is served.
 	Cancelled Outcome = "cancelled"
@@ -187,7 +203,9 @@ type Record struct {
 	Turn     int    `json:"turn"`
 	// CallID is the model's tool-call id.
 	CallID string `json:"call_id"`
-	// Origin is "executed", "served" or "cancelled".
+	// Origin is "executed", "cached" (served from the log: the outcome's
+	// word) or "cancelled". Records written before this round say
+	// "served" for "cached"; they read as "cached".
 	Origin string `json:"origin"`
 	// Result is the body's JSON result, when it succeeded.
 	Result json.RawMessage `json:"result,omitempty"`

@@ -51,13 +51,13 @@ func TestCheckNamedByServerConfig(t *testing.T) {
 	rs.AnswerBadly(true)
 	_, _, err = ts.Check(ctxT(t), in)
 	ae = appErr(t, err)
-	assert.Equal(t, ErrCheckAnswer, ae.Type(), "%v", err)
+	assert.Equal(t, string(ErrCheckAnswer), ae.Type(), "%v", err)
 	assert.True(t, ae.NonRetryable())
 	rs.AnswerBadly(false)
 
 	// A tool without a check has none to ask.
 	_, _, err = ts.Check(ctxT(t), tulip.ToolInput{Tool: "refund_status", Arguments: `{}`})
-	assert.Equal(t, ErrUnknownTool, appErr(t, err).Type())
+	assert.Equal(t, string(ErrUnknownTool), appErr(t, err).Type())
 
 	// Turned away unhandled (503), or by a server that forgot the
 	// session (404, as after a restart): nothing ran. A forgotten session
@@ -65,7 +65,7 @@ func TestCheckNamedByServerConfig(t *testing.T) {
 	rs.RefuseNext()
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "refund", CallID: "c4", IdempotencyKey: "refund:c4", Arguments: `{"order": "o-4"}`})
 	ae = appErr(t, err)
-	assert.Equal(t, ErrTransport, ae.Type(), "%v", err)
+	assert.Equal(t, string(ErrTransport), ae.Type(), "%v", err)
 	assert.Zero(t, rs.Refunds("o-4"))
 	rs.ForgetSessions()
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "refund", CallID: "c5", IdempotencyKey: "refund:c5", Arguments: `{"order": "o-5"}`})
@@ -76,7 +76,7 @@ func TestCheckNamedByServerConfig(t *testing.T) {
 	rs.Close()
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "refund", CallID: "c3", IdempotencyKey: "refund:c3", Arguments: `{"order": "o-3"}`})
 	ae = appErr(t, err)
-	assert.Equal(t, ErrTransport, ae.Type(), "%v", err)
+	assert.Equal(t, string(ErrTransport), ae.Type(), "%v", err)
 	assert.False(t, ae.NonRetryable())
 }
 

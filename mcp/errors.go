@@ -3,31 +3,33 @@ package mcp
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tulip-temporal/tulip"
 )
 
-// Stable temporal.ApplicationError types of a failed Call, as recorded in a
-// run's history.
+// Stable kinds (temporal.ApplicationError types) of a failed Call, as
+// recorded in a run's history.
 const (
 	// ErrToolError: the server ran the tool and it reported failure
 	// (isError). Non-retryable; the message is the result's text.
-	ErrToolError = "mcp.ToolError"
+	ErrToolError tulip.ErrorKind = "mcp.ToolError"
 	// ErrProtocolError: the server answered the call with a JSON-RPC error
 	// (an unknown tool, invalid arguments, ...). Non-retryable; the message
 	// holds the JSON-RPC code.
-	ErrProtocolError = "mcp.ProtocolError"
+	ErrProtocolError tulip.ErrorKind = "mcp.ProtocolError"
 	// ErrTransport: the server could not be reached, the connection broke
 	// before the request was sent, or an HTTP server turned the request
 	// away unhandled (404 for a session it forgot, 429, 503). Retryable:
 	// Temporal attempts the call again (with the same downstream key), on
 	// a new connection. A connection that breaks after the request was
-	// sent is string(tulip.Ambiguous) instead: the call may have run.
-	ErrTransport = "mcp.TransportError"
+	// sent is tulip.Ambiguous instead: the call may have run.
+	ErrTransport tulip.ErrorKind = "mcp.TransportError"
 	// ErrCheckAnswer: a check tool (Server.Checks) answered in another
 	// form than {"applied": true|false, "result": ...}. Non-retryable.
-	ErrCheckAnswer = "mcp.CheckAnswer"
+	ErrCheckAnswer tulip.ErrorKind = "mcp.CheckAnswer"
 	// ErrUnknownTool: the call names a tool this toolset cannot route (a
 	// prefixed toolset's tool without its prefix). Non-retryable.
-	ErrUnknownTool = "mcp.UnknownTool"
+	ErrUnknownTool tulip.ErrorKind = "mcp.UnknownTool"
 )
 
 // ConfigError is a Server configuration that Validate refuses.

@@ -121,7 +121,7 @@ func TestFilesystemServer(t *testing.T) {
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "read_text_file", Arguments: fmt.Sprintf(`{"path": %q}`, filepath.Join(outside, "secret.txt"))})
 	ae := appErr(t, err)
 	t.Logf("isError: %s", ae.Message())
-	assert.Equal(t, ErrToolError, ae.Type())
+	assert.Equal(t, string(ErrToolError), ae.Type())
 	assert.True(t, ae.NonRetryable())
 	assert.Contains(t, ae.Message(), "Access denied")
 	assert.Contains(t, ae.Message(), "outside allowed directories")
@@ -130,7 +130,7 @@ func TestFilesystemServer(t *testing.T) {
 	// same, not retried.
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "no_such_tool", Arguments: `{}`})
 	ae = appErr(t, err)
-	assert.Equal(t, ErrToolError, ae.Type())
+	assert.Equal(t, string(ErrToolError), ae.Type())
 	assert.True(t, ae.NonRetryable())
 	assert.Contains(t, ae.Message(), "Tool no_such_tool not found")
 
@@ -174,7 +174,7 @@ func TestFilesystemServerKilledDuringCall(t *testing.T) {
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "list_allowed_directories", Arguments: `{}`})
 	if err != nil {
 		ae := appErr(t, err)
-		assert.Contains(t, []string{ErrTransport, string(tulip.Ambiguous)}, ae.Type(), "%v", err)
+		assert.Contains(t, []string{string(ErrTransport), string(tulip.Ambiguous)}, ae.Type(), "%v", err)
 		assert.False(t, ae.NonRetryable())
 		out, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "list_allowed_directories", Arguments: `{}`})
 		require.NoError(t, err)

@@ -275,9 +275,9 @@ func (t *Toolset) decide(tools []*sdk.Tool, ttl time.Duration) (*listing, error)
 // tool's structuredContent when it has one, else its content blocks as a
 // JSON array. Errors are temporal.ApplicationErrors: ErrToolError (isError),
 // ErrProtocolError (a JSON-RPC error), ErrTransport (the request was not
-// sent, or was turned away unhandled; retryable), string(tulip.Ambiguous) (the connection broke after
+// sent, or was turned away unhandled; retryable), tulip.Ambiguous (the connection broke after
 // the request was sent: it may have run; retryable unless the tool holds
-// or checks), ErrUnknownTool and string(tulip.ArgumentDecode).
+// or checks), ErrUnknownTool and tulip.ArgumentDecode.
 func (t *Toolset) Call(ctx context.Context, in tulip.ToolInput) (tulip.ToolOutput, error) {
 	name, args, err := t.input(in)
 	if err != nil {
@@ -287,7 +287,7 @@ func (t *Toolset) Call(ctx context.Context, in tulip.ToolInput) (tulip.ToolOutpu
 	if in.IdempotencyKey != "" {
 		meta[MetaIdempotencyKey] = in.IdempotencyKey
 	}
-	res, err := t.call(ctx, name, args, meta, string(tulip.Ambiguous))
+	res, err := t.call(ctx, name, args, meta, tulip.Ambiguous)
 	if err != nil {
 		return tulip.ToolOutput{}, err
 	}
@@ -304,7 +304,7 @@ func (t *Toolset) input(in tulip.ToolInput) (string, json.RawMessage, error) {
 	args, err := objectArgs(in.Arguments)
 	if err != nil {
 		return "", nil, tulip.ToolError(
-			fmt.Sprintf("tool %s: arguments do not decode: %v", in.Tool, err), string(tulip.ArgumentDecode), true)
+			fmt.Sprintf("tool %s: arguments do not decode: %v", in.Tool, err), tulip.ArgumentDecode, true)
 	}
 	return name, args, nil
 }
@@ -314,7 +314,7 @@ func (t *Toolset) input(in tulip.ToolInput) (string, json.RawMessage, error) {
 // before the request went out. Its errors are ErrProtocolError,
 // ErrTransport (not sent) and, when the connection broke after the
 // request was sent, one of kind broken (retryable), or ctx's.
-func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, meta sdk.Meta, broken string) (*sdk.CallToolResult, error) {
+func (t *Toolset) call(ctx context.Context, name string, args json.RawMessage, meta sdk.Meta, broken tulip.ErrorKind) (*sdk.CallToolResult, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := t.session(ctx)
 		if err != nil {
@@ -407,7 +407,7 @@ func (t *Toolset) Check(ctx context.Context, in tulip.ToolInput) (json.RawMessag
 	}
 	q, err := json.Marshal(checkQuestion{Key: in.IdempotencyKey, Tool: name, Arguments: args})
 	if err != nil {
-		return nil, false, tulip.ToolError(fmt.Sprintf("tool %s: check question: %v", in.Tool, err), string(tulip.ArgumentDecode), true)
+		return nil, false, tulip.ToolError(fmt.Sprintf("tool %s: check question: %v", in.Tool, err), tulip.ArgumentDecode, true)
 	}
 	// The key is in the question, not in _meta: a server that remembers
 	// answers by key must not take the check for the call. A check is a
@@ -522,7 +522,7 @@ func (t *Toolset) result(tool string, res *sdk.CallToolResult) (tulip.ToolOutput
 	}
 	if err != nil {
 		return tulip.ToolOutput{}, tulip.ToolError(
-			fmt.Sprintf("tool %s: result does not encode as JSON: %v", tool, err), string(tulip.ResultEncode), true)
+			fmt.Sprintf("tool %s: result does not encode as JSON: %v", tool, err), tulip.ResultEncode, true)
 	}
 	return tulip.ToolOutput{Result: t.red.json(b)}, nil
 }

@@ -242,8 +242,8 @@ func TestCallErrors(t *testing.T) {
 		name, tool, args string
 		typ, msg         string
 	}{
-		{"isError", "fail", `{}`, ErrToolError, "disk full\ntry later"},
-		{"unknown tool", "nope", `{}`, ErrProtocolError, `unknown tool "nope"`},
+		{"isError", "fail", `{}`, string(ErrToolError), "disk full\ntry later"},
+		{"unknown tool", "nope", `{}`, string(ErrProtocolError), `unknown tool "nope"`},
 		{"arguments not an object", "record", `[1]`, activities.ErrArgumentDecode, "not a JSON object"},
 		{"arguments not JSON", "record", `{"a":`, activities.ErrArgumentDecode, "do not decode"},
 		{"trailing data", "record", `{} {}`, activities.ErrArgumentDecode, "trailing data"},
@@ -290,7 +290,7 @@ func TestOpenClashAndPrefix(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"echo":"x","n":1}`, string(out.Result))
 	_, err = set.Toolset("fs2").Call(ctxT(t), tulip.ToolInput{Tool: "echo", Arguments: `{}`})
-	assert.Equal(t, ErrUnknownTool, appErr(t, err).Type())
+	assert.Equal(t, string(ErrUnknownTool), appErr(t, err).Type())
 }
 
 func TestOpenErrors(t *testing.T) {
@@ -411,7 +411,7 @@ func TestReconnectStdio(t *testing.T) {
 	assert.NotNil(t, cmd.ProcessState, "Close waited for the child to exit")
 	_, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "pid", Arguments: `{}`})
 	ae := appErr(t, err)
-	assert.Equal(t, ErrTransport, ae.Type(), "retryable: another worker may take it")
+	assert.Equal(t, string(ErrTransport), ae.Type(), "retryable: another worker may take it")
 	assert.Equal(t, `mcp: server "child": the toolset is closed`, ae.Message())
 	_, err = ts.Tools(ctxT(t))
 	assert.ErrorAs(t, err, new(*ClosedError))
@@ -430,7 +430,7 @@ func TestCallUnreachable(t *testing.T) {
 	start := time.Now()
 	_, err := ts.Call(ctxT(t), tulip.ToolInput{Tool: "x"})
 	ae := appErr(t, err)
-	assert.Equal(t, ErrTransport, ae.Type())
+	assert.Equal(t, string(ErrTransport), ae.Type())
 	assert.False(t, ae.NonRetryable())
 	assert.Contains(t, ae.Message(), "no answer within 200ms")
 	assert.Less(t, time.Since(start), 5*time.Second)
@@ -481,7 +481,7 @@ func TestHTTPHeadersAreSecret(t *testing.T) {
 	assert.JSONEq(t, `{"auth":"[redacted]","n":12345678901234567000}`, string(out.Result),
 		"no text block serializes the structured content: its numbers went through float64")
 	_, err = ts.Call(ctxT(t), tulip.ToolInput{Tool: "leak", Arguments: `{}`})
-	assert.Equal(t, ErrToolError, appErr(t, err).Type())
+	assert.Equal(t, string(ErrToolError), appErr(t, err).Type())
 	assert.Equal(t, "bad key [redacted]", appErr(t, err).Message())
 
 	gone := httptest.NewServer(http.NotFoundHandler())

@@ -71,13 +71,13 @@ func TestAnthropicReEmittedRefundIsServed(t *testing.T) {
 	assert.Equal(t, "Refunded ord-4821.", res.Answer)
 	require.Len(t, res.Trace, 2)
 	assert.Equal(t, agent.Executed, res.Trace[0].Outcome)
-	assert.Equal(t, agent.Served, res.Trace[1].Outcome, "the re-emitted refund is served from the log")
+	assert.Equal(t, agent.Cached, res.Trace[1].Outcome, "the re-emitted refund is served from the log")
 	assert.Equal(t, 1, refundsAsked(bill), "billing was asked for one refund")
 
 	res = ask("Did the refund go through?")
 	assert.Equal(t, "Yes: one refund, re_1.", res.Answer)
 	require.Len(t, res.Trace, 1)
-	assert.Equal(t, agent.Served, res.Trace[0].Outcome)
+	assert.Equal(t, agent.Cached, res.Trace[0].Outcome)
 	assert.Equal(t, 1, refundsAsked(bill), "still one refund")
 
 	assert.Empty(t, srv.Violations(), "requests the API would refuse")

@@ -84,7 +84,7 @@ func TestCLIDemoHistoryReplayInspect(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "demo", "--address", server.Address())
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{"issue_refund  1 of 3 calls", "page_oncall   1 of 3 calls", "mint_case_id  2 of 2 calls",
-		"served (record 0, earlier turn)", "served (record 5, same response)", "Refunds billing actually made: 1\n"} {
+		"cached (record 0, earlier turn)", "cached (record 5, same response)", "Refunds billing actually made: 1\n"} {
 		assert.Contains(t, stdout, want)
 	}
 	thread := regexp.MustCompile(`Run 1 \((\S+)\)`).FindStringSubmatch(stdout)
@@ -102,8 +102,8 @@ func TestCLIDemoHistoryReplayInspect(t *testing.T) {
 	assert.Contains(t, stdout, "agent support: 9 records")
 	assert.Regexp(t, `served from the log: [1-9] of 9 calls`, stdout)
 	// One word for a served call: the table and the log say the same.
-	assert.Contains(t, stdout, "served (record 0, earlier turn)")
-	assert.NotContains(t, stdout, "cached")
+	assert.Contains(t, stdout, "cached (record 0, earlier turn)")
+	assert.NotContains(t, stdout, "served (", "the table says cached, as the trace does")
 }
 
 // Why did it run again? A refund repeated with another amount and a repeat

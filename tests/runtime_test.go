@@ -211,7 +211,7 @@ func TestThreadSurvivesTerminatedRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
 	assert.Equal(t, "executed", string(recs[0].Origin))
-	assert.Equal(t, "served", string(recs[1].Origin))
+	assert.Equal(t, "cached", string(recs[1].Origin))
 }
 
 // The calls of one response run at once: three bodies that each wait until

@@ -113,7 +113,7 @@ func Example_tour() {
 	if res, err = run.Await(ctx); err != nil {
 		panic(err)
 	}
-	fmt.Println(res.Trace[0].Tool, res.Trace[0].Outcome, res.Trace[0].Outcome == agent.Served)
+	fmt.Println(res.Trace[0].Tool, res.Trace[0].Outcome, res.Trace[0].Outcome == agent.Cached)
 	log, err := agent.ThreadLog(ctx, c, thread, "")
 	if err != nil {
 		panic(err)

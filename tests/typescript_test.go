@@ -48,5 +48,5 @@ func TestTypeScriptClient(t *testing.T) {
 	assert.Equal(t, activities.ErrBadInput, out.Bad.Type)
 	assert.Contains(t, out.Bad.Message, `unknown field "threadId"`)
 	require.Len(t, out.Log, 2)
-	assert.Equal(t, dedup.Served, out.Log[1].Origin)
+	assert.Equal(t, dedup.Cached, out.Log[1].Origin)
 }

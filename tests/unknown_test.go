@@ -215,7 +215,7 @@ func (tc unknownCase) options(t *testing.T, bk *bank, keys *[]string) tulip.Opti
 		*keys = append(*keys, key)
 		mu.Unlock()
 		if first && tc.fault == "before" {
-			return nil, tulip.ToolError("connection reset before the request was sent", string(tulip.Ambiguous), false)
+			return nil, tulip.ToolError("connection reset before the request was sent", tulip.Ambiguous, false)
 		}
 		out, err := bk.charge(ctx, args.Order)
 		if err != nil || !first {
@@ -226,7 +226,7 @@ func (tc unknownCase) options(t *testing.T, bk *bank, keys *[]string) tulip.Opti
 			<-ctx.Done() // the charge is made; the worker is never heard from again
 			return nil, ctx.Err()
 		case "ambiguous":
-			return nil, tulip.ToolError("the bank's reply timed out", string(tulip.Ambiguous), false)
+			return nil, tulip.ToolError("the bank's reply timed out", tulip.Ambiguous, false)
 		}
 		return out, nil
 	}, opts)
@@ -311,7 +311,7 @@ func TestUnknownOutcomeIsChecked(t *testing.T) {
 				line = res.Trace[len(res.Trace)-2]
 				again := res.Trace[len(res.Trace)-1]
 				assert.Equal(t, "c3", again.CallID)
-				assert.Equal(t, agent.Served, again.Outcome, "the answer left matching on")
+				assert.Equal(t, agent.Cached, again.Outcome, "the answer left matching on")
 				assert.JSONEq(t, `{"charge_id":"ch-1"}`, string(again.Result), "served the person's answer")
 			}
 			assert.Equal(t, agent.Executed, line.Outcome)
@@ -358,7 +358,7 @@ func TestUnknownOutcomeIsChecked(t *testing.T) {
 			assert.Equal(t, line.Unknown, rec.Unknown, "the record holds what the trace line says")
 			if tc.twin {
 				require.Len(t, res.Trace, 2)
-				assert.Equal(t, agent.Served, res.Trace[1].Outcome)
+				assert.Equal(t, agent.Cached, res.Trace[1].Outcome)
 				assert.JSONEq(t, string(line.Result), string(res.Trace[1].Result), "the twin is served the resolved outcome")
 				assert.Nil(t, res.Trace[1].Error)
 			}

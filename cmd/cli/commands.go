@@ -225,7 +225,7 @@ func (e *env) inspect(args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "thread %s, agent %s: %d records\n", fs.Arg(0), *agentName, len(recs))
 	if f := st.Fork; f != nil {
-		fmt.Fprintf(e.stdout, "a fork of thread %s at response %d: \"served (origin)\" records were served from its log\n", f.Thread, f.At)
+		fmt.Fprintf(e.stdout, "a fork of thread %s at response %d: \"cached (origin)\" records were served from its log\n", f.Thread, f.At)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tRESPONSE\tCALL\tTOOL\tARGUMENTS\tORIGIN\tRESULT / ERROR")
@@ -239,7 +239,7 @@ func (e *env) inspect(args []string) error {
 		case r.ServedFrom != nil:
 			origin = servedFrom(*r.ServedFrom, r.Relation)
 		case r.Relation == dedup.FromOrigin:
-			origin = "served (origin)"
+			origin = "cached (origin)"
 		}
 		origin += nearMissWords(r.NearMiss) + unknownWords(r.Unknown)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Response, r.CallID, r.Tool, clip(r.Arguments, 48), origin, clip(detail, 60))
@@ -249,7 +249,7 @@ func (e *env) inspect(args []string) error {
 	}
 	served := 0
 	for _, r := range recs {
-		if r.Origin == dedup.Served {
+		if r.Origin == dedup.Cached {
 			served++
 		}
 	}
@@ -636,7 +636,7 @@ func printSubAgents(w io.Writer, thread string, recs []dedup.Record) {
 			subs[res.Thread] = t
 			order = append(order, res.Thread)
 		}
-		if r.Origin == dedup.Served {
+		if r.Origin == dedup.Cached {
 			t.served++
 		} else {
 			t.ran++

@@ -97,13 +97,13 @@ func clip(s string, n int) string {
 }
 
 // servedFrom is how tables say that a call was served from the log: the
-// same words for trace lines (whose JSON outcome is docs/scenarios.md's "cached")
-// and for log records (origin "served").
+// same word, "cached", for trace lines (docs/scenarios.md's outcome) and
+// for log records (their origin).
 func servedFrom(seq int, rel dedup.Relation) string {
 	if rel == dedup.FromOrigin {
-		return fmt.Sprintf("served (origin, record %d)", seq)
+		return fmt.Sprintf("cached (origin, record %d)", seq)
 	}
-	return fmt.Sprintf("served (record %d, %s)", seq, strings.ReplaceAll(string(rel), "_", " "))
+	return fmt.Sprintf("cached (record %d, %s)", seq, strings.ReplaceAll(string(rel), "_", " "))
 }
 
 // nearMissWords is " (nearest: record 0, /amount 120.0 → 120.5)" for a

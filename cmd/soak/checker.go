@@ -99,7 +99,7 @@ func CheckThread(thread int, got, want []Record) []Finding {
 		}
 		out = append(out, Finding{Run: runOf(g.CallID), Call: g.CallID, Kind: FindLog,
 			Detail:    fmt.Sprintf("record %d %s from %s, alone %s from %s", g.Seq, g.Origin, gf, w.Origin, wf),
-			Duplicate: g.Origin == dedup.Executed && w.Origin == dedup.Served})
+			Duplicate: g.Origin == dedup.Executed && w.Origin == dedup.Cached})
 	}
 	missing := make([]int, 0, len(wantAt))
 	for _, k := range wantAt {

@@ -38,12 +38,12 @@ func TestParseCall(t *testing.T) {
 
 func TestCheckThread(t *testing.T) {
 	// The reference thread is thread 9; the thread checked is thread 2.
-	ref := []Record{rec("t9k0-a", dedup.Executed, -1), rec("t9k0-b", dedup.Served, 0), rec("t9k1-a", dedup.Served, 0), rec("t9k2-a", dedup.Served, 0)}
+	ref := []Record{rec("t9k0-a", dedup.Executed, -1), rec("t9k0-b", dedup.Cached, 0), rec("t9k1-a", dedup.Cached, 0), rec("t9k2-a", dedup.Cached, 0)}
 	want := Prefix(ref, 2)
 	if len(want) != 3 {
 		t.Fatalf("Prefix(ref, 2) = %d records, want 3", len(want))
 	}
-	same := []Record{rec("t2k0-a", dedup.Executed, -1), rec("t2k0-b", dedup.Served, 0), rec("t2k1-a", dedup.Served, 0)}
+	same := []Record{rec("t2k0-a", dedup.Executed, -1), rec("t2k0-b", dedup.Cached, 0), rec("t2k1-a", dedup.Cached, 0)}
 	cases := []struct {
 		name      string
 		got       []Record
@@ -53,8 +53,8 @@ func TestCheckThread(t *testing.T) {
 	}{
 		{"same", same, 0, false, ""},
 		{"executed where served", []Record{same[0], rec("t2k0-b", dedup.Executed, -1), same[2]}, 1, true, "t2k0-b"},
-		{"served from another record", []Record{same[0], same[1], rec("t2k1-a", dedup.Served, 1)}, 1, false, "t2k1-a"},
-		{"another call", []Record{same[0], rec("t2k0-c", dedup.Served, 0), same[2]}, 2, false, "t2k0-c"},
+		{"served from another record", []Record{same[0], same[1], rec("t2k1-a", dedup.Cached, 1)}, 1, false, "t2k1-a"},
+		{"another call", []Record{same[0], rec("t2k0-c", dedup.Cached, 0), same[2]}, 2, false, "t2k0-c"},
 		{"a record missing", same[:2], 1, false, "t2k1-a"},
 		{"a record missing, the rest in place", []Record{same[0], same[2]}, 1, false, "t2k0-b"},
 		{"a record more", append(append([]Record(nil), same...), rec("t2k2-a", dedup.Executed, -1)), 1, true, "t2k2-a"},
@@ -76,7 +76,7 @@ func TestCheckWitnesses(t *testing.T) {
 	// Thread 9 is the reference of the threads that are not plain; thread 4
 	// of the plain ones, where k0-b executes.
 	ref := NewEffects(map[bool][]Record{
-		false: {rec("t9k0-a", dedup.Executed, -1), rec("t9k0-b", dedup.Served, 0), rec("t9k1-a", dedup.Served, 0)},
+		false: {rec("t9k0-a", dedup.Executed, -1), rec("t9k0-b", dedup.Cached, 0), rec("t9k1-a", dedup.Cached, 0)},
 		true:  {rec("t4k0-a", dedup.Executed, -1), rec("t4k0-b", dedup.Executed, -1)},
 	})
 	plain := func(t int) bool { return t%2 == 1 }
@@ -123,7 +123,7 @@ func TestCheckWitnesses(t *testing.T) {
 }
 
 func TestCheckMissing(t *testing.T) {
-	got := []Record{rec("t2k0-a", dedup.Executed, -1), rec("t2k0-b", dedup.Served, 0), rec("t2k1-a", dedup.Executed, -1)}
+	got := []Record{rec("t2k0-a", dedup.Executed, -1), rec("t2k0-b", dedup.Cached, 0), rec("t2k1-a", dedup.Executed, -1)}
 	got[2].Tool = "mint_case_id"
 	serviced := map[string]bool{"issue_refund": true}
 	all := func(string) bool { return true }

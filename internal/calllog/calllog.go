@@ -181,7 +181,7 @@ func (l *Log) serve(ctx workflow.Context, c *Call, rec *dedup.Record, rel dedup.
 	}
 	from := rec.Seq
 	r := dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
-		Origin: dedup.Served, Result: src.Result, ResultIn: src.ResultIn, Error: src.Error, ServedFrom: &from, Relation: rel, Key: rec.Key}
+		Origin: dedup.Cached, Result: src.Result, ResultIn: src.ResultIn, Error: src.Error, ServedFrom: &from, Relation: rel, Key: rec.Key}
 	if src.Pending() {
 		c.Recorded = l.d.AppendPending(r, c.Args)
 	} else {
@@ -207,7 +207,7 @@ func (l *Log) ServeOrigin(ctx workflow.Context, c *Call, rec *dedup.Record) work
 	}
 	if c.Mode != Unrecorded {
 		c.Recorded = l.d.Append(dedup.Record{Tool: c.Tool, Response: c.Response, Run: c.Run, Turn: c.Turn, CallID: c.CallID,
-			Origin: dedup.Served, Result: rec.Result, Error: rec.Error, Relation: dedup.FromOrigin, Key: rec.Key}, c.Args)
+			Origin: dedup.Cached, Result: rec.Result, Error: rec.Error, Relation: dedup.FromOrigin, Key: rec.Key}, c.Args)
 	}
 	return f
 }

@@ -17,9 +17,12 @@ const (
 	// Executed: the tool body ran for this call; its result or final error
 	// is the outcome.
 	Executed Origin = "executed"
-	// Served: a matching earlier record's outcome was served; the body did
-	// not run.
-	Served Origin = "served"
+	// Cached: a matching earlier record's outcome was served from the
+	// log; the body did not run. The same word as the trace's outcome.
+	Cached Origin = "cached"
+	// servedBefore is Cached as records written before it spelled it:
+	// read as Cached.
+	servedBefore Origin = "served"
 	// Cancelled: a before-hook cancelled the call; the cancel message is the
 	// outcome and the arguments are the model's (pre-hook).
 	Cancelled Origin = "cancelled"
@@ -437,6 +440,9 @@ func FromRecords(responses int, records []Record) (*Log, error) {
 		names[*p] = *p
 	}
 	for i, r := range s.Records {
+		if r.Origin == servedBefore {
+			r.Origin = Cached
+		}
 		intern(&r.Tool)
 		intern(&r.Run)
 		intern(&r.Holder)

@@ -51,7 +51,7 @@ func TestFindMatchingExecution(t *testing.T) {
 		assert.Equal(t, s.wantSeq, rec.Seq, s.rule)
 		assert.Equal(t, s.wantRel, rel, s.rule)
 		from := rec.Seq
-		l.Append(Record{Tool: s.tool, Response: l.Response(), Origin: Served, Result: rec.Result, ServedFrom: &from, Relation: rel}, a)
+		l.Append(Record{Tool: s.tool, Response: l.Response(), Origin: Cached, Result: rec.Result, ServedFrom: &from, Relation: rel}, a)
 	}
 }
 
@@ -157,4 +157,26 @@ func TestThinRecords(t *testing.T) {
 	assert.Equal(t, string(b), string(b2))
 	assert.True(t, back.At(1).Thin())
 	assert.False(t, back.At(2).Thin())
+}
+
+// A record written when a served record's origin was spelled "served"
+// reads as Cached, the trace's word: one word for it everywhere.
+func TestRestoreReadsServedAsCached(t *testing.T) {
+	snap := `{"version":1,"responses":2,"records":[
+		{"seq":0,"tool":"t","arguments":"{\"a\":1}","response":1,"turn":1,"call_id":"c1","origin":"executed","result":{"ok":true}},
+		{"seq":1,"tool":"t","arguments":"{\"a\":1}","response":2,"turn":2,"call_id":"c2","origin":"served","result":{"ok":true},"served_from":0,"relation":"earlier_turn"}]}`
+	l, err := Restore([]byte(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Records()[1].Origin; got != Cached {
+		t.Fatalf("origin %q, want %q", got, Cached)
+	}
+	out, err := l.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"origin":"cached"`) || strings.Contains(string(out), `"served"`) {
+		t.Fatalf("snapshot written again: %s", out)
+	}
 }

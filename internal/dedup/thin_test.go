@@ -31,7 +31,7 @@ func TestThinRecordsCompact(t *testing.T) {
 			r.Error = &ToolError{Type: "t", Message: fmt.Sprint("m", i)}
 		case 1:
 			from := rng.Intn(i + 1)
-			r.Origin, r.ServedFrom, r.Relation = Served, &from, EarlierTurn
+			r.Origin, r.ServedFrom, r.Relation = Cached, &from, EarlierTurn
 		case 2:
 			in := i * 2
 			r.ResultIn = &in

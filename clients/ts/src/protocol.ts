@@ -138,6 +138,35 @@ export interface Checkpoint {
     live?: boolean;
     [k: string]: unknown;
   };
+  /**
+   * Per agent, the held calls a resume performed (approved). They ran, and no record of the log holds them (docs/rules.md); a fork of the thread serves them as it serves the log's records (docs/forks.md). Absent when there are none, and in states written before it.
+   */
+  performed?: {
+    [k: string]: {
+      /**
+       * The model response (1-based, across the thread) that made the call.
+       */
+      response: number;
+      call_id: string;
+      tool: string;
+      /**
+       * The arguments it ran with, after the hooks.
+       */
+      arguments: string;
+      /**
+       * Its tool message's number in the conversation (from 0): its result, or its error.
+       */
+      message: number;
+      error?: {
+        type: string;
+        message: string;
+      };
+      /**
+       * The downstream idempotency key it ran with.
+       */
+      key?: string;
+    }[];
+  };
 }
 
 /**
@@ -343,7 +372,10 @@ export interface LogRecord {
   run?: string;
   turn: number;
   call_id: string;
-  origin: 'executed' | 'served' | 'cancelled';
+  /**
+   * How the record came to be: the body ran (executed), an earlier record's outcome was served from the log (cached: the trace's word; records written before say served, read as cached), or a hook cancelled the call.
+   */
+  origin: 'executed' | 'cached' | 'served' | 'cancelled';
   /**
    * The body's JSON result.
    */
@@ -473,6 +505,14 @@ export interface RunInput {
    * Hooks installed at start, in order.
    */
   hooks?: string[];
+  /**
+   * The run plays in the SDK's test environment (agent.RunTest), which has no server: a sub-agent's thread starts new, and a thread with runs is refused.
+   */
+  test_env?: boolean;
+  /**
+   * The worker's tools the run is offered: tool names and toolset names (every tool of that toolset). A name the worker does not have fails the run at its start. Absent: every tool of the worker; a sub-agent is never offered itself.
+   */
+  tools?: string[];
   /**
    * Model turns allowed across continue-as-new. Default 32.
    */

@@ -71,7 +71,7 @@ describe('threads', () => {
     assert.equal((await sentInput(id, third.runId)).previous_run_id, second.runId);
 
     const log = await threadLog(client, id);
-    assert.deepEqual(log.map((r) => `${r.seq}:${r.tool}:${r.origin}`), ['0:issue_refund:executed', '1:issue_refund:served', '2:issue_refund:served']);
+    assert.deepEqual(log.map((r) => `${r.seq}:${r.tool}:${r.origin}`), ['0:issue_refund:executed', '1:issue_refund:cached', '2:issue_refund:cached']);
     assert.deepEqual(JSON.parse(log[0].arguments), { amount: 120.0, order_id: 'ord-77' });
     assert.equal((log[2].result as { refund_id: string }).refund_id, (log[0].result as { refund_id: string }).refund_id);
   });
@@ -101,7 +101,7 @@ describe('threads', () => {
     assert.deepEqual(JSON.parse(log[0].arguments), { amount: 120.0, order_id: order });
     assert.equal((log[0].result as { order_id: string }).order_id, order);
     assert.equal(log[0].result_in, undefined);
-    assert.equal(log[1].origin, 'served');
+    assert.equal(log[1].origin, 'cached');
     assert.equal((log[1].result as { order_id: string }).order_id, order);
   });
 
