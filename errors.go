@@ -77,6 +77,11 @@ const (
 	// OutcomeUnknown: a call's outcome stayed unknown (its check failed,
 	// or every attempt was lost); the model is told so.
 	OutcomeUnknown ErrorKind = "tulip.OutcomeUnknown"
+	// ContextTooLong: a model call would send more than the model takes
+	// (its context budget, or the provider said so: OpenAI's
+	// context_length_exceeded). The run compacts its model's view and asks
+	// again, once, before it fails with this kind (docs/context.md).
+	ContextTooLong ErrorKind = "tulip.ContextTooLong"
 	// NotFound: the thread, run or workflow a call names does not exist
 	// on the server (never started, or deleted by retention).
 	NotFound ErrorKind = "tulip.NotFound"

@@ -53,6 +53,10 @@ type ModelRequest struct {
 	// Params are the run's sampling parameters, each sent when set, over
 	// the model's own. Nil: none.
 	Params *ModelParams `json:"params,omitempty"`
+	// Summary: the run asks for a summary of Messages, to send in their
+	// place from now on (compaction, docs/context.md). Answer with text
+	// and no tool calls; Tools is empty.
+	Summary bool `json:"summary,omitempty"`
 	// OnText, when set, takes the answer as the model generates it: a
 	// model that can stream calls it with each piece of text, in order
 	// (the whole text still goes in the response). Nil when the run does
@@ -149,7 +153,7 @@ type model struct{ m Model }
 func (a model) Respond(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 	resp, err := a.m.Respond(ctx, ModelRequest{Model: req.Model, Agent: req.Agent, Thread: req.Thread,
 		Turn: req.Turn, Phase: req.Phase, PhaseTurn: req.PhaseTurn, Messages: publicMessages(req.Messages),
-		Tools: publicSpecs(req.Tools), Instructions: req.Instructions, Params: (*ModelParams)(req.Params), OnText: req.OnText})
+		Tools: publicSpecs(req.Tools), Instructions: req.Instructions, Params: (*ModelParams)(req.Params), Summary: req.Summary, OnText: req.OnText})
 	return activities.ModelResponse{Text: resp.Text, ToolCalls: internalCalls(resp.ToolCalls),
 		InstallHooks: resp.InstallHooks, RemoveHooks: resp.RemoveHooks, Usage: (*activities.Usage)(resp.Usage)}, err
 }

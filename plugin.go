@@ -58,6 +58,14 @@ type Options struct {
 	// stalled model by its adapter's idle timeout, such as
 	// openaimodel.Options.IdleTimeout). Zero value: 10 minutes.
 	ModelTimeout time.Duration
+	// ContextTokens are, per model name (Models' keys), the most input
+	// tokens one model call may send. Past 80% of it the run compacts
+	// its model's view of the conversation (docs/context.md). Zero value:
+	// a model that reports its window (ContextWindow() int, as
+	// openaimodel's known models do) gets that window less 8,192 tokens
+	// for the answer; any other model has no budget and is sent the whole
+	// conversation.
+	ContextTokens map[string]int
 	// StopTimeout is how long a stopping worker lets in-flight tool and
 	// model calls finish before it cancels them. Zero value: 10 s, unless
 	// the worker's own WorkerStopTimeout is set.
@@ -212,7 +220,7 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 func (o Options) internal() workerplugin.Options {
 	w := workerplugin.Options{Hooks: internalHooks(o.Hooks), Models: internalModels(o.Models), Conversation: policy(o.Conversation),
 		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, ModelTimeout: o.ModelTimeout, StopTimeout: o.StopTimeout,
-		MetricAgents: o.MetricAgents}
+		MetricAgents: o.MetricAgents, ContextTokens: contextTokens(o.Models, o.ContextTokens)}
 	if o.Observer != nil {
 		w.Observer = observer{o.Observer}
 	}
@@ -230,4 +238,22 @@ func (o Options) internal() workerplugin.Options {
 		w.ConversationCache = activities.NewConversationCacheBytes(activities.DefaultCacheNodes, o.ConversationCacheBytes)
 	}
 	return w
+}
+
+// answerRoom is what a default budget leaves of a model's window for its
+// answer.
+const answerRoom = 8192
+
+// contextTokens is each model's budget: set, or its reported window less
+// the answer's room.
+func contextTokens(models map[string]Model, set map[string]int) map[string]int {
+	out := map[string]int{}
+	for name, m := range models {
+		if n := set[name]; n > 0 {
+			out[name] = n
+		} else if w, ok := m.(interface{ ContextWindow() int }); ok && w.ContextWindow() > 0 {
+			out[name] = max(w.ContextWindow()-answerRoom, w.ContextWindow()/2)
+		}
+	}
+	return out
 }

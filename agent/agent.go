@@ -59,6 +59,11 @@ type Options struct {
 	// tulip.BadInput). Zero value: every tool of the worker (a sub-agent
 	// is never offered itself).
 	Tools []string
+	// NoCompaction: the run never compacts its model's view of the
+	// conversation (docs/context.md); a call over the model's budget fails
+	// the run with kind tulip.ContextTooLong. Zero value: a run compacts
+	// as its worker's budgets say (tulip.Options.ContextTokens).
+	NoCompaction bool
 	// MaxTurns bounds the model responses. Zero value: 32.
 	MaxTurns int
 	// MaxArgumentBytes and MaxArgumentDepth bound a call's argument text;
@@ -167,7 +172,7 @@ func Start(ctx context.Context, c client.Client, opts Options) (*Run, error) {
 func (opts Options) runOptions() runclient.RunOptions {
 	return runclient.RunOptions{TaskQueue: opts.TaskQueue, Model: opts.Model,
 		Agent: opts.Agent, ThreadID: opts.ThreadID, WorkflowID: opts.WorkflowID, Message: opts.Message,
-		Hooks: opts.Hooks, Tools: opts.Tools, MaxTurns: opts.MaxTurns,
+		Hooks: opts.Hooks, Tools: opts.Tools, NoCompaction: opts.NoCompaction, MaxTurns: opts.MaxTurns,
 		Limits:          dedup.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxArgumentDepth},
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: (*agentrun.StreamOptions)(opts.Stream),

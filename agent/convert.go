@@ -32,6 +32,10 @@ func result(res *agentrun.RunResult) (*Result, error) {
 	out := &Result{Status: Status(res.Status), Agent: res.Agent, ThreadID: res.ThreadID, Answer: res.Answer,
 		Turns: res.Turns, Error: res.Error, Checkpoint: state(res.Checkpoint), ContinuedAsNew: res.ContinuedAsNew,
 		State: state(res.State), Usage: (*tulip.Usage)(res.Usage), ThreadUsage: (*tulip.Usage)(res.ThreadUsage), ClientTools: res.ClientTools, StoreError: res.StoreError}
+	for _, c := range res.Compactions {
+		out.Compactions = append(out.Compactions, Compaction{Turn: c.Turn, Upto: c.Upto, Replaced: c.Replaced, Estimate: c.Estimate,
+			Budget: c.Budget, TooLong: c.TooLong, Usage: (*tulip.Usage)(c.Usage)})
+	}
 	if res.Trace != nil {
 		out.Trace = make([]TraceLine, len(res.Trace))
 	}

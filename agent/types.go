@@ -50,10 +50,30 @@ type Result struct {
 	// ClientTools names the run's client tools (Options.ClientTools): a
 	// trace line of one of them is a call the caller ran.
 	ClientTools []string `json:"client_tools,omitempty"`
+	// Compactions are the times the run (its last workflow run) compacted
+	// its model's view of the conversation to stay within the model's
+	// context budget (docs/context.md). The thread keeps every message.
+	Compactions []Compaction `json:"compactions,omitempty"`
 	// StoreError: the run's save to the worker's thread store failed, so
 	// the run completed with its answer and history alone holds its
 	// state; the thread's next run reads it there, and saves again.
 	StoreError string `json:"store_error,omitempty"`
+}
+
+// Compaction is one compaction of a model's view of a conversation
+// (docs/context.md): before Turn's model call, the model was sent a
+// summary in place of the conversation's first Upto messages (Replaced of
+// them new to this summary), the call being estimated at Estimate tokens
+// of the model's Budget (TooLong: the call was refused as too long).
+// Usage is what the summary cost.
+type Compaction struct {
+	Turn     int          `json:"turn"`
+	Upto     int          `json:"upto"`
+	Replaced int          `json:"replaced"`
+	Estimate int          `json:"estimate"`
+	Budget   int          `json:"budget"`
+	TooLong  bool         `json:"too_long,omitempty"`
+	Usage    *tulip.Usage `json:"usage,omitempty"`
 }
 
 // Status is where a run stands (Result.Status).

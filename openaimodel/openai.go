@@ -64,6 +64,11 @@ type Options struct {
 	// answer's next piece). An unstreamed answer's headers come when it
 	// is whole: Timeout bounds that wait. Zero value: 60 s.
 	IdleTimeout time.Duration
+	// ContextWindow is the model's context window in tokens, which a
+	// worker's default context budget is made from (tulip.Options.
+	// ContextTokens). Zero value: the window of a known model (KnownWindows,
+	// by Model), else none.
+	ContextWindow int
 	// SystemPrompt, when set, is sent first (a run's Instructions follow
 	// it in the same system message).
 	SystemPrompt string
@@ -341,6 +346,15 @@ func (m *Model) respond(ctx context.Context, req tulip.ModelRequest, idle *time.
 
 func statusError(resp *http.Response, data []byte) error {
 	msg := fmt.Sprintf("openai: %s: %s", resp.Status, clip(string(bytes.TrimSpace(data)), 300))
+	var body struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if resp.StatusCode == http.StatusBadRequest && json.Unmarshal(data, &body) == nil && body.Error.Code == "context_length_exceeded" {
+		// The provider's typed refusal: the run compacts and asks again.
+		return temporal.NewNonRetryableApplicationError(msg, string(tulip.ContextTooLong), nil)
+	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusRequestTimeout || code == http.StatusConflict || code >= 500:
 		return temporal.NewApplicationError(msg, ErrRetryable)
@@ -416,4 +430,43 @@ func parseResponse(data []byte) (tulip.ModelResponse, error) {
 		out.ToolCalls = append(out.ToolCalls, tulip.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: text})
 	}
 	return out, nil
+}
+
+// KnownWindows are the context windows, in tokens, of the OpenAI models
+// this package knows by name (as published by OpenAI; a dated snapshot
+// such as gpt-4o-2024-08-06 takes its family's). ContextWindow reads it.
+var KnownWindows = map[string]int{
+	"gpt-5":         400000,
+	"gpt-5-mini":    400000,
+	"gpt-5-nano":    400000,
+	"gpt-4.1":       1047576,
+	"gpt-4.1-mini":  1047576,
+	"gpt-4.1-nano":  1047576,
+	"gpt-4o":        128000,
+	"gpt-4o-mini":   128000,
+	"o3":            200000,
+	"o3-mini":       200000,
+	"o4-mini":       200000,
+	"gpt-4-turbo":   128000,
+	"gpt-3.5-turbo": 16385,
+}
+
+// ContextWindow is the model's context window: Options.ContextWindow, else
+// the known window of Options.Model (or of its family, for a dated
+// snapshot), else 0.
+func (m *Model) ContextWindow() int {
+	if m.opts.ContextWindow > 0 {
+		return m.opts.ContextWindow
+	}
+	name := m.opts.Model
+	for {
+		if w, ok := KnownWindows[name]; ok {
+			return w
+		}
+		i := strings.LastIndex(name, "-")
+		if i < 0 {
+			return 0
+		}
+		name = name[:i]
+	}
 }

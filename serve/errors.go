@@ -87,6 +87,10 @@ func runError(w http.ResponseWriter, err error, param string) {
 		busy(w, param)
 	case k == tulip.BadInput:
 		badInput(w, "input", err.Error())
+	case k == tulip.ContextTooLong:
+		// As OpenAI answers a request over the model's window with
+		// truncation disabled (or one no compaction brings under it).
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "input", err.Error())
 	case k == tulip.StaleInterrupt:
 		apiError(w, http.StatusConflict, "invalid_request_error", string(k), "input", "that approval or tool call was answered already, or is not the run's open one")
 	case k == tulip.NotInterrupted:

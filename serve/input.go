@@ -26,6 +26,11 @@ type responsesRequest struct {
 	MaxOutputTokens    *int              `json:"max_output_tokens"`
 	Store              *bool             `json:"store"`
 	Metadata           map[string]any    `json:"metadata"`
+	// Truncation: "auto" (tulip serve's default) compacts the model's view
+	// of a long thread (docs/context.md); "disabled" never does, and a
+	// conversation over the model's budget is refused with 400
+	// context_length_exceeded.
+	Truncation *string `json:"truncation"`
 }
 
 // inputItem is a Responses API input item: a message, an answer to an

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -32,6 +33,14 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 	if req.Store != nil && !*req.Store {
 		badInput(w, "store", "store: false is not supported: a thread is stored by design (it is the durable conversation and its execution log)")
 		return
+	}
+	truncation := "auto"
+	if req.Truncation != nil {
+		if t := *req.Truncation; t != "auto" && t != "disabled" {
+			badInput(w, "truncation", `truncation is "auto" (compact a long thread's view) or "disabled"`)
+			return
+		}
+		truncation = *req.Truncation
 	}
 	ctx, tenant := r.Context(), tenantOf(r.Context())
 	var prev respID
@@ -140,7 +149,8 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 			thread = newResponsesThread()
 		}
 		rr := runRequest{agent: req.Model, message: in.message,
-			instructions: instructionsOf(req.Instructions, req.Input), params: params, tools: tools, clientWait: wait, stream: req.Stream}
+			instructions: instructionsOf(req.Instructions, req.Input), params: params, tools: tools, clientWait: wait, stream: req.Stream,
+			noCompaction: truncation == "disabled"}
 		if key != "" && req.PreviousResponseID == "" && in.continues == nil {
 			run, err = a.startOnce(ctx, tenant, thread, rr)
 		} else {
@@ -160,6 +170,7 @@ func (a *apiServer) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	meta := a.meta(tenant, id, req.Model, req.PreviousResponseID)
+	meta.truncation = truncation
 	for _, t := range tools {
 		meta.clientTools = append(meta.clientTools, t.Name)
 	}
@@ -240,6 +251,7 @@ type respMeta struct {
 	prev        string
 	created     int64
 	clientTools []string // the run's client tools (their calls are the client's)
+	truncation  string   // the request's ("auto" unless it said "disabled")
 }
 
 func (a *apiServer) meta(tenant string, id respID, model, prev string) respMeta {
@@ -311,7 +323,7 @@ func (a *apiServer) responseObject(m respMeta, res *agent.Result, runErr error) 
 		"previous_response_id": nil, "error": nil, "incomplete_details": nil, "instructions": nil,
 		"metadata":            map[string]any{"tulip_thread": m.id.Thread.workflowID(m.tenant), "tulip_run": m.id.Run},
 		"parallel_tool_calls": true, "tool_choice": "auto", "tools": []any{}, "temperature": nil, "top_p": nil,
-		"usage": nil, "text": map[string]any{"format": map[string]any{"type": "text"}}, "truncation": "disabled"}
+		"usage": nil, "text": map[string]any{"format": map[string]any{"type": "text"}}, "truncation": cmp.Or(m.truncation, "auto")}
 	if m.prev != "" {
 		obj["previous_response_id"] = m.prev
 	}

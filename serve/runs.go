@@ -34,6 +34,8 @@ type runRequest struct {
 	// stream: the response is streamed, so the run streams its text (in
 	// pieces of textBatch); an unstreamed one's text adds no history.
 	stream bool
+	// noCompaction: the request's truncation is "disabled".
+	noCompaction bool
 }
 
 // textBatch is how often a streamed answer's text is sent to its run's
@@ -77,7 +79,7 @@ func (a *apiServer) start(ctx context.Context, tenant string, thread threadName,
 	}
 	return agent.Start(ctx, a.c, agent.Options{TaskQueue: a.taskQueue, Model: a.model, Agent: rr.agent, ThreadID: wfID, ClientTimeout: wait,
 		Message: rr.message, Hooks: a.hooks, MaxTurns: a.maxTurns, Stream: &agent.StreamOptions{Text: rr.stream, BatchMillis: textBatch, Content: true},
-		Instructions: rr.instructions, Params: (*tulip.ModelParams)(rr.params), ClientTools: publicSpecs(rr.tools)})
+		Instructions: rr.instructions, Params: (*tulip.ModelParams)(rr.params), ClientTools: publicSpecs(rr.tools), NoCompaction: rr.noCompaction})
 }
 
 // answer resumes the run id names with an approval's answer or client

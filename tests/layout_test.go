@@ -37,7 +37,7 @@ func TestLibraryDependencies(t *testing.T) {
 	}
 }
 
-// The library's public surface stays small: at most 114 exported top-level
+// The library's public surface stays small: at most 116 exported top-level
 // declarations (as `go doc -short` lists them) across the packages a user
 // can import (everything outside internal/), each with a package doc and
 // a runnable example.
@@ -66,8 +66,9 @@ func TestPublicSurface(t *testing.T) {
 	t.Logf("total %d", total)
 	// 113: 106, then package serve (the OpenAI-compatible API as an
 	// http.Handler: 5), openaimodel's timeouts' defaults (1) and
-	// agent.SaveHistory (1); 114: the type agent.Status (1).
-	assert.LessOrEqual(t, total, 114, "exported top-level declarations across the public packages")
+	// agent.SaveHistory (1); 114: the type agent.Status (1); 116:
+	// compaction's agent.Compaction and openaimodel.KnownWindows.
+	assert.LessOrEqual(t, total, 116, "exported top-level declarations across the public packages")
 	assert.Greater(t, total, 50, "sanity: the count is real")
 }
 

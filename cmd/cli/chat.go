@@ -30,6 +30,9 @@ type modelFlags struct {
 	// without progress (headers, a streamed answer's next piece).
 	timeout, idle time.Duration
 	mcp           *mcpConfig // the MCP servers the worker offers
+	// contextTokens is the model's context budget (0: its known window's,
+	// or none); window is the model's known window, once made.
+	contextTokens, window int
 }
 
 // modelHelp is the help of the model flags, as each command words it.
@@ -46,6 +49,7 @@ func newModelFlags(fs *flagSet, h modelHelp) *modelFlags {
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", h.keyHeader)
 	fs.DurationVar(&mf.timeout, "model-timeout", openaimodel.DefaultTimeout, "the longest one model call's attempt may take, a streamed answer included")
 	fs.DurationVar(&mf.idle, "model-idle-timeout", openaimodel.DefaultIdleTimeout, "the longest a model call may go without progress (its headers, then each streamed piece) before it is tried again")
+	fs.IntVar(&mf.contextTokens, "context-tokens", 0, "the most input tokens one model call may send; past 80% of it the thread's view is compacted (docs/context.md). 0: the known window of --model, less 8192, or no budget")
 	mf.mcp = mcpFlags(fs)
 	return mf
 }
@@ -83,6 +87,7 @@ func (mf *modelFlags) newModel() (activities.Model, error) {
 		if err != nil {
 			return nil, err
 		}
+		mf.window = m.ContextWindow()
 		return activities.PublicModel(m), nil
 	}
 	return nil, fmt.Errorf("--provider %q: use openai or anthropic", mf.provider)
@@ -118,7 +123,7 @@ func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func()
 		return nil, nil, err
 	}
 	stop, err := s.startWorker(taskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{chatModel: m}, ModelTimeout: mf.timeout})
+		Models: map[string]activities.Model{chatModel: m}, ModelTimeout: mf.timeout, ContextTokens: mf.budgets()})
 	if err != nil {
 		_ = set.Close()
 		return nil, nil, err
@@ -303,4 +308,17 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// budgets are the worker's context budgets: --context-tokens, else the
+// model's known window less 8192 tokens for the answer (as
+// tulip.Options.ContextTokens defaults), else none.
+func (mf *modelFlags) budgets() map[string]int {
+	switch {
+	case mf.contextTokens > 0:
+		return map[string]int{chatModel: mf.contextTokens}
+	case mf.window > 0:
+		return map[string]int{chatModel: max(mf.window-8192, mf.window/2)}
+	}
+	return nil
 }

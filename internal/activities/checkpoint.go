@@ -69,6 +69,25 @@ type Checkpoint struct {
 	// (docs/forks.md). Absent when there are none (and in states written
 	// before it).
 	Performed map[string][]PerformedCall `json:"performed,omitempty"`
+	// Context is the model's view of the conversation (compaction,
+	// docs/context.md): the summary sent in place of its first messages,
+	// and the last model call's measure. Absent while nothing was
+	// compacted nor measured (and in states written before it). The
+	// conversation itself stays whole.
+	Context *ContextState `json:"context,omitempty"`
+}
+
+// ContextState is a thread's compaction: the model is sent Summary in
+// place of messages [0, Upto) (Upto 0: nothing compacted), and the last
+// model call sent Sent tokens of a budget of Budget when the conversation
+// had At messages.
+type ContextState struct {
+	Upto        int    `json:"upto,omitempty"`
+	Summary     string `json:"summary,omitempty"`
+	Budget      int    `json:"budget,omitempty"`
+	Sent        int    `json:"sent,omitempty"`
+	At          int    `json:"at,omitempty"`
+	Compactions int    `json:"compactions,omitempty"`
 }
 
 // PerformedCall is a held call a resume performed: it ran (once) outside
@@ -726,7 +745,7 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 		}
 	}
 	out := &Checkpoint{Agents: map[string]json.RawMessage{}, Run: cp.Run, Minted: maps.Clone(cp.Minted), Usage: cp.Usage.Plus(nil),
-		UsageByModel: CloneUsage(cp.UsageByModel), Fork: cp.Fork, Performed: cp.Performed}
+		UsageByModel: CloneUsage(cp.UsageByModel), Fork: cp.Fork, Performed: cp.Performed, Context: cp.Context}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
 		head, err := fetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -70,6 +71,10 @@ type ModelRequest struct {
 	// Params are the run's sampling parameters (RunInput.Params), each
 	// sent when set, over the model's own. Nil: none.
 	Params *ModelParams `json:"params,omitempty"`
+	// Summary: the run asks for a summary of Messages, to send the model
+	// in their place from now on (compaction, docs/context.md). Answer
+	// with text and no tool calls (Tools is empty).
+	Summary bool `json:"summary,omitempty"`
 	// OnText, when set, takes the answer as the model generates it: a model
 	// that can stream calls it with each piece of text, in order (the whole
 	// text still goes in the response). Nil when the run does not stream
@@ -89,6 +94,9 @@ type ModelResponse struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// Streamed is set by the model activity when it streamed the answer.
 	Streamed *Streamed `json:"streamed,omitempty"`
+	// Context is set by the model activity: the model's context budget
+	// and what this request sent (compaction's measure).
+	Context *ContextReport `json:"context,omitempty"`
 }
 
 // Usage is a model response's token counts (a run's result sums them).
@@ -228,6 +236,9 @@ type ModelInput struct {
 	Instructions string       `json:"instructions,omitempty"`
 	Params       *ModelParams `json:"params,omitempty"`
 	ClientTools  []ToolSpec   `json:"client_tools,omitempty"`
+	// Compaction, when set, sends the model a summary in place of the
+	// conversation's first messages (docs/context.md).
+	Compaction *Compaction `json:"compaction,omitempty"`
 	// Offered, when set, names the worker's tools the run is offered
 	// (RunInput.Tools): the others are not shown. Nil: every tool.
 	Offered *[]string `json:"offered,omitempty"`
@@ -262,6 +273,10 @@ type Models struct {
 	// conversation whose earlier runs are gone is read from it. Zero
 	// value: none.
 	Store Checkpointer
+	// Budgets are, per model name, the most input tokens a call may send
+	// (compaction keeps the conversation under them, docs/context.md).
+	// A model without one has no budget.
+	Budgets map[string]int
 }
 
 // NewModels returns the model activity for models, tools and policy, with
@@ -313,15 +328,39 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	if in.Offered != nil {
 		req.Tools = offeredOnly(req.Tools, *in.Offered)
 	}
+	if in.Compaction != nil {
+		view, err := in.Compaction.view(req.Messages)
+		if err != nil {
+			return ModelResponse{}, err
+		}
+		req.Messages = view
+	}
 	if len(in.ClientTools) > 0 {
 		req.Tools = append(slices.Clone(req.Tools), in.ClientTools...)
 	}
 	if m.Policy != nil {
 		req.Messages = m.Policy(req.Messages)
 	}
+	budget := m.Budgets[in.Model]
+	sent := EstimateTokens(&req)
+	if budget > 0 && sent > budget {
+		// Not sent: the provider would refuse it (and bill the attempt).
+		return ModelResponse{}, tooLong(in.Model, sent, budget, "")
+	}
 	text := m.textStream(ctx, in, &req)
 	start := time.Now()
 	resp, err := model.Respond(ctx, req)
+	var refused *temporal.ApplicationError
+	if errors.As(err, &refused) && refused.Type() == ErrContextTooLong && !refused.HasDetails() {
+		// The provider's refusal, with what this request measured.
+		err = tooLong(in.Model, sent, budget, refused.Message())
+	}
+	if err == nil {
+		resp.Context = &ContextReport{Budget: budget, Sent: sent}
+		if resp.Usage != nil && resp.Usage.PromptTokens > 0 {
+			resp.Context.Sent = resp.Usage.PromptTokens // the provider's count
+		}
+	}
 	if text != nil {
 		if streamed := text.close(ctx); err == nil {
 			resp.Streamed = streamed

@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -53,24 +54,10 @@ func (r *run) loop(ctx wf.Context) error {
 		r.runTurns++
 		r.phaseTurn++
 		r.drainSignals(ctx)
-		var resp activities.ModelResponse
-		start := wf.Now(ctx)
-		var input any
-		if wf.IsReplaying(ctx) {
-			// The command is matched, never sent (calls.go): no input is
-			// made, and the cursor's digest waits until it is read.
-			input = r.unsent()
-			if r.carriesThread {
-				r.markSent()
-			}
-		} else {
-			input = r.modelInput()
-		}
-		if err := wf.ExecuteActivity(mctx, activities.ModelActivity, input).Get(ctx, &resp); err != nil {
-			r.observeModel(ctx, start, 0, err)
+		resp, err := r.callModel(ctx, mctx)
+		if err != nil {
 			return err
 		}
-		r.observeModel(ctx, start, len(resp.ToolCalls), nil)
 		r.usage = r.usage.Add(resp.Usage)
 		r.publishAnswer(resp)
 		if err := r.changeHooks(HooksInput{Install: resp.InstallHooks, Remove: resp.RemoveHooks}); err != nil {
@@ -119,12 +106,79 @@ func (r *run) loop(ctx wf.Context) error {
 	}
 }
 
+// callModel asks the model for the run's next response, compacting its
+// view of the conversation first when the call would come near its
+// budget, and once more (then asking again, once) when the call is
+// refused as too long (compact.go).
+func (r *run) callModel(ctx, mctx wf.Context) (activities.ModelResponse, error) {
+	if r.carriesThread && !r.in.NoCompaction {
+		if err := r.compactIfNear(ctx); err != nil {
+			return activities.ModelResponse{}, err
+		}
+	}
+	at := r.convLen()
+	resp, err := r.askModel(ctx, mctx)
+	if err != nil && r.carriesThread && !r.in.NoCompaction && tooLong(err) && r.compactionOn(ctx) {
+		var app *temporal.ApplicationError
+		est := r.estimate()
+		if errors.As(err, &app) && app.HasDetails() {
+			var rep activities.ContextReport
+			if app.Details(&rep) == nil {
+				est = rep.Sent
+				switch {
+				case rep.Budget > 0:
+					r.mview.Budget = rep.Budget
+				case r.mview.Budget == 0 && est > 0:
+					// Learned from the refusal: the model takes less
+					// than this request.
+					r.mview.Budget = est * 9 / 10
+				}
+			}
+		}
+		upto := r.mview.Upto
+		if cerr := r.compact(ctx, 1, est, true); cerr != nil {
+			return activities.ModelResponse{}, cerr
+		}
+		if r.mview.Upto > upto { // something was compacted: once more
+			resp, err = r.askModel(ctx, mctx)
+		}
+	}
+	if err != nil {
+		return activities.ModelResponse{}, err
+	}
+	r.measured(at, resp.Context)
+	return resp, nil
+}
+
+// askModel makes one model call.
+func (r *run) askModel(ctx, mctx wf.Context) (activities.ModelResponse, error) {
+	var resp activities.ModelResponse
+	start := wf.Now(ctx)
+	var input any
+	if wf.IsReplaying(ctx) {
+		// The command is matched, never sent (calls.go): no input is
+		// made, and the cursor's digest waits until it is read.
+		input = r.unsent()
+		if r.carriesThread {
+			r.markSent()
+		}
+	} else {
+		input = r.modelInput()
+	}
+	if err := wf.ExecuteActivity(mctx, activities.ModelActivity, input).Get(ctx, &resp); err != nil {
+		r.observeModel(ctx, start, 0, err)
+		return resp, err
+	}
+	r.observeModel(ctx, start, len(resp.ToolCalls), nil)
+	return resp, nil
+}
+
 // modelInput is the next model call's input: a cursor over what the last
 // call saw, and only the messages added since (legacy runs: everything).
 func (r *run) modelInput() activities.ModelInput {
 	in := activities.ModelInput{Model: r.in.Model, Agent: r.in.Agent, Thread: r.in.ThreadID, Turn: r.turn,
 		Phase: r.phase, PhaseTurn: r.phaseTurn, TextStream: r.textStream(),
-		Instructions: r.in.Instructions, Params: r.in.Params, ClientTools: r.clientSpecs, Offered: r.offered}
+		Instructions: r.in.Instructions, Params: r.in.Params, ClientTools: r.clientSpecs, Offered: r.offered, Compaction: r.compaction()}
 	if !r.carriesThread {
 		in.Messages = r.messages
 		for _, t := range r.cfg.Tools {

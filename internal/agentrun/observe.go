@@ -51,6 +51,9 @@ const (
 	MetricInterruptsResumed = "tulip_interrupts_resumed"
 	// MetricContinuedAsNew counts continue-as-new steps; tag agent.
 	MetricContinuedAsNew = "tulip_continued_as_new"
+	// MetricCompactions counts compactions of a model's view of a
+	// conversation (docs/context.md); tag agent.
+	MetricCompactions = "tulip_compactions"
 	// MetricStateBytes is the size of the state a run carries into its
 	// continuation or leaves to its thread; tags agent, kind
 	// (continue_as_new, checkpoint).

@@ -92,6 +92,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	}
 	r.threadBase, r.threadByModel = cp.Usage, cp.UsageByModel
 	r.forkOf = cp.Fork
+	r.adoptContext(cp.Context)
 	if cp.Agents != nil {
 		r.loaded.Agents = make(map[string]json.RawMessage, len(cp.Agents))
 		for name, snap := range cp.Agents {
@@ -180,6 +181,7 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 	}
 	cp.Fork = r.forkOf
 	cp.Performed = r.performedState()
+	cp.Context = r.contextState()
 
 	closing := closeConversation(r.messages)[len(r.messages):]
 	split, digest, parts := r.base, r.baseDigest, slices.Clone(r.parts)

@@ -96,6 +96,10 @@ type RunInput struct {
 	// value: every tool of the worker. Either way a sub-agent is never
 	// offered itself.
 	Tools []string `json:"tools,omitempty"`
+	// NoCompaction: the run never compacts its model's view (compact.go);
+	// a call over the model's budget fails it (activities.
+	// ErrContextTooLong).
+	NoCompaction bool `json:"no_compaction,omitempty"`
 	// MaxTurns bounds the model responses of the run, across
 	// continue-as-new. Zero value: 32.
 	MaxTurns int `json:"max_turns,omitempty"`
@@ -372,6 +376,9 @@ type RunResult struct {
 	// ClientTools names the run's client tools (RunInput.ClientTools), in
 	// order: a trace line of one of them is a call the caller ran.
 	ClientTools []string `json:"client_tools,omitempty"`
+	// Compactions are the compactions of the model's view of the
+	// conversation this workflow run made (docs/context.md).
+	Compactions []Compaction `json:"compactions,omitempty"`
 	// StoreError: the run's save to the worker's thread store failed
 	// (after its retries), so the run completed with its answer and
 	// history alone holds its state: the thread's next run reads it from

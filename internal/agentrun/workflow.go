@@ -197,6 +197,10 @@ type run struct {
 	// thread (loaded, and this run's while keepPerformed), for forks.
 	performed     []activities.PerformedCall
 	keepPerformed bool
+	// mview is the model's view of the conversation (compact.go).
+	mview activities.ContextState
+	// compacted lists this run's compactions, for its result.
+	compacted []Compaction
 	// subBusy is, per sub-agent thread, the future of its latest call;
 	// subRuns the run its latest child was (subagent.go).
 	subBusy map[string]wf.Future
@@ -479,7 +483,7 @@ func (r *run) resultUnsent(res RunResult) bool {
 // lines are under InlineStateLimit). False: make the view and ask that.
 func (r *run) headUnsent() bool {
 	head, err := json.Marshal(RunResult{Status: r.status, Agent: r.in.Agent, Answer: r.answer, Turns: r.turn,
-		Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued, TraceFrom: r.traceBase, TraceParts: r.traceParts, Usage: r.usage, ClientTools: r.clientNames()})
+		Interrupt: r.interrupt, Error: r.failure, ContinuedAsNew: r.continued, TraceFrom: r.traceBase, TraceParts: r.traceParts, Usage: r.usage, ClientTools: r.clientNames(), Compactions: r.compacted})
 	switch {
 	case err != nil:
 		return false
@@ -585,6 +589,7 @@ func (r *run) viewAs(encode bool) (RunResult, []byte) {
 		res.ThreadUsage = r.threadBase.Plus(r.usage)
 	}
 	res.ClientTools = r.clientNames()
+	res.Compactions = r.compacted
 	var lines []byte
 	if r.stateByRef {
 		res.Summary = r.summary()

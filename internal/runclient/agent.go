@@ -46,6 +46,8 @@ type RunOptions struct {
 	// Tools names the worker tools and toolsets the run is offered
 	// (agentrun.RunInput.Tools). Zero value: every tool.
 	Tools []string
+	// NoCompaction: the run never compacts (agentrun.RunInput).
+	NoCompaction bool
 	// MaxTurns bounds the model responses. Zero value: 32.
 	MaxTurns int
 	// Limits bound argument text. Zero value: 64 levels, 256 KiB.
@@ -154,7 +156,7 @@ type Handle struct {
 // before it learns whether a thread is new).
 func Input(opts RunOptions) agentrun.RunInput {
 	return agentrun.RunInput{Agent: opts.Agent, ThreadID: opts.ThreadID, Message: opts.Message, Model: opts.Model,
-		Hooks: opts.Hooks, Tools: opts.Tools, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
+		Hooks: opts.Hooks, Tools: opts.Tools, NoCompaction: opts.NoCompaction, MaxTurns: opts.MaxTurns, Limits: opts.Limits, SequentialCalls: opts.SequentialCalls,
 		ContinueAfterTurns: opts.ContinueAfterTurns, ContinueAfterBytes: opts.ContinueAfterBytes, Stream: opts.Stream,
 		Instructions: opts.Instructions, Params: opts.Params, ClientTools: opts.ClientTools, ClientTimeoutMillis: opts.ClientTimeout.Milliseconds(), Fork: opts.Fork}
 }

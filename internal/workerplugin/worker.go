@@ -81,6 +81,9 @@ type Options struct {
 	// stalled model by its adapter's idle timeout). Zero value:
 	// agentrun.DefaultModelTimeout (10 minutes).
 	ModelTimeout time.Duration
+	// ContextTokens are, per model name, the most input tokens a model
+	// call may send (activities.Models.Budgets). None: no budget.
+	ContextTokens map[string]int
 	// StopTimeout is how long a stopping worker (Stop, SIGTERM in the
 	// CLI) lets in-flight activities finish before it cancels them; a
 	// cancelled one is retried elsewhere after its heartbeat timeout.
@@ -161,6 +164,7 @@ func Register(r Registry, opts Options) error {
 	models.PayloadLimit, models.Toolsets = limit, opts.Toolsets
 	store := threadStore(opts.Checkpointer)
 	models.Store = store
+	models.Budgets = opts.ContextTokens
 	if len(opts.Toolsets) > 0 {
 		ts := activities.Toolsets{Sets: opts.Toolsets, PayloadLimit: limit}
 		for _, s := range specs {
@@ -174,6 +178,7 @@ func Register(r Registry, opts Options) error {
 		dr.RegisterDynamicActivity(ts.Dispatch, activity.DynamicRegisterOptions{})
 	}
 	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
+	ar.RegisterActivityWithOptions(models.Summarize, activity.RegisterOptions{Name: activities.SummarizeActivity})
 	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: store != nil || customCheckpointer(opts.Checkpointer), Store: store}
 	if cp.Checkpointer == nil {
 		cp.Checkpointer = activities.TemporalCheckpointer{}

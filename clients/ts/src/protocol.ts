@@ -139,6 +139,17 @@ export interface Checkpoint {
     [k: string]: unknown;
   };
   /**
+   * The model's view of the conversation (docs/context.md): the summary sent in place of its first upto messages, and the last model call's measure (sent tokens of a budget, when the conversation had at messages). The conversation itself stays whole. Absent while nothing was compacted nor measured.
+   */
+  context?: {
+    upto?: number;
+    summary?: string;
+    budget?: number;
+    sent?: number;
+    at?: number;
+    compactions?: number;
+  };
+  /**
    * Per agent, the held calls a resume performed (approved). They ran, and no record of the log holds them (docs/rules.md); a fork of the thread serves them as it serves the log's records (docs/forks.md). Absent when there are none, and in states written before it.
    */
   performed?: {
@@ -510,6 +521,10 @@ export interface RunInput {
    */
   test_env?: boolean;
   /**
+   * The run never compacts its model's view of the conversation (docs/context.md): a call over the model's budget fails the run with tulip.ContextTooLong.
+   */
+  no_compaction?: boolean;
+  /**
    * The worker's tools the run is offered: tool names and toolset names (every tool of that toolset). A name the worker does not have fails the run at its start. Absent: every tool of the worker; a sub-agent is never offered itself.
    */
   tools?: string[];
@@ -684,6 +699,41 @@ export interface RunResult {
    * The names of the run's client tools (run-input.json, client_tools).
    */
   client_tools?: string[];
+  /**
+   * The compactions of the model's view of the conversation this workflow run made (docs/context.md): before the model call of turn, the model was sent a summary in place of the conversation's first upto messages.
+   */
+  compactions?: {
+    turn: number;
+    /**
+     * The summary replaces messages [0, upto) in what the model is sent.
+     */
+    upto: number;
+    /**
+     * How many of them this compaction added to the summary.
+     */
+    replaced: number;
+    /**
+     * The tokens the call would have sent.
+     */
+    estimate: number;
+    /**
+     * The model's context budget.
+     */
+    budget: number;
+    /**
+     * The call was refused as too long (then asked again once).
+     */
+    too_long?: boolean;
+    /**
+     * The summary's token counts.
+     */
+    usage?: {
+      prompt_tokens?: number;
+      completion_tokens?: number;
+      cached_tokens?: number;
+      [k: string]: unknown;
+    };
+  }[];
   /**
    * For a run on a thread: the thread's token counts through this run, every run and agent on it (states written before threads counted them count from then on).
    */
