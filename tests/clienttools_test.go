@@ -199,7 +199,7 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	for _, r := range recs {
 		origins = append(origins, r.CallID+":"+string(r.Origin))
 	}
-	assert.Equal(t, []string{"c1:executed", "c2:executed", "c3:served", "c4:executed", "c6:executed"}, origins)
+	assert.Equal(t, []string{"c1:executed", "c2:executed", "c3:cached", "c4:executed", "c6:executed"}, origins)
 	require.NotNil(t, recs[4].Error)
 	assert.Equal(t, activities.ErrClientTool, recs[4].Error.Type)
 
