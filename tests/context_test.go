@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/agent"
@@ -47,9 +48,10 @@ func contextOptions(tb *demo.Toolbox, sent *[]int, mu *sync.Mutex) tulip.Options
 			*sent = append(*sent, (n+3)/4)
 			mu.Unlock()
 		}
+		usage := &tulip.Usage{PromptTokens: (n + 3) / 4, CompletionTokens: 10}
 		switch {
 		case req.Summary:
-			return tulip.ModelResponse{Text: fmt.Sprintf("summary at turn %d: notes read, ord-1 refunded 20", req.Turn)}, nil
+			return tulip.ModelResponse{Text: fmt.Sprintf("summary at turn %d: notes read, ord-1 refunded 20", req.Turn), Usage: usage}, nil
 		case req.Turn == 3 || req.Turn == 11:
 			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: "issue_refund", Arguments: `{"order_id":"ord-1","amount":20}`}}}, nil
 		case req.Turn <= 14:
@@ -95,6 +97,17 @@ func TestCompactionWithinARun(t *testing.T) {
 	st, err := agent.Thread(ctxT(t), c, thread)
 	require.NoError(t, err)
 	assert.Len(t, st.Messages, 1+2*14+1, "the thread keeps every message")
+	// Where a person sees it: tulip inspect, and the run's current
+	// details in the Web UI.
+	stdout, stderr, code := runCLI(t, "inspect", thread, "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "the model's view: a summary in place of messages 1-")
+	v, err := c.QueryWorkflow(ctxT(t), thread, "", "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&md))
+	assert.Contains(t, md.GetCurrentDetails(), "The model's view: a summary in place of messages 1-")
+	assert.Contains(t, md.GetCurrentDetails(), "this run's summaries:")
 	if os.Getenv("TULIP_RECORD_HISTORIES") == "1" {
 		writeHistory(t, c, runclient.Handle{WorkflowID: thread}, compactedHistory)
 	}

@@ -227,6 +227,10 @@ func (e *env) inspect(args []string) error {
 	if f := st.Fork; f != nil {
 		fmt.Fprintf(e.stdout, "a fork of thread %s at response %d: \"cached (origin)\" records were served from its log\n", f.Thread, f.At)
 	}
+	if v := st.Context; v != nil && v.Upto > 0 {
+		fmt.Fprintf(e.stdout, "the model's view: a summary in place of messages 1-%d of %d (compacted %d times; the thread keeps every message, docs/context.md)\n",
+			v.Upto, len(st.Messages), v.Compactions)
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tRESPONSE\tCALL\tTOOL\tARGUMENTS\tORIGIN\tRESULT / ERROR")
 	for _, r := range recs {

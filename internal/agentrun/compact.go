@@ -115,7 +115,23 @@ func (r *run) compactIfNear(ctx wf.Context) error {
 	if !r.compactionOn(ctx) {
 		return nil
 	}
-	return r.compact(ctx, KeepResponses, est, false)
+	// Keep fewer responses when the kept ones alone would fill half the
+	// budget: else the next call compacts again at once.
+	keep := KeepResponses
+	for keep > 1 && r.tokensFrom(r.boundary(keep))*2 > r.mview.Budget {
+		keep--
+	}
+	return r.compact(ctx, keep, est, false)
+}
+
+// tokensFrom estimates the messages from conversation number at on (this
+// run holds them).
+func (r *run) tokensFrom(at int) int {
+	n := 0
+	for i := max(at-r.base, 0); i < len(r.messages); i++ {
+		n += activities.MessageBytes(&r.messages[i])
+	}
+	return (n + 3) / 4
 }
 
 // compactionOn reports whether this run compacts (its history's gate).
@@ -166,11 +182,7 @@ func (r *run) compact(ctx wf.Context, keep, est int, refused bool) error {
 	r.mview.Upto, r.mview.Summary = upto, out.Summary
 	r.mview.Compactions++
 	// The next measure is the summary and what follows it.
-	n := len(out.Summary) + 64
-	for i := upto - r.base; i < len(r.messages); i++ {
-		n += activities.MessageBytes(&r.messages[i])
-	}
-	r.mview.Sent, r.mview.At = (n+3)/4, r.convLen()
+	r.mview.Sent, r.mview.At = (len(out.Summary)+64+3)/4+r.tokensFrom(upto), r.convLen()
 	r.count(ctx, "compaction/"+strconv.Itoa(r.mview.Compactions), MetricCompactions, 1)
 	return nil
 }

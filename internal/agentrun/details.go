@@ -78,6 +78,25 @@ func (r *run) details() string {
 		}
 		sb.WriteString(".\n\n")
 	}
+	if v := r.mview; v.Upto > 0 {
+		// Compaction (compact.go): what the model is sent, and its cost.
+		sb.WriteString("The model's view: a summary in place of messages 1-")
+		sb.WriteString(strconv.Itoa(v.Upto))
+		sb.WriteString(" of ")
+		sb.WriteString(strconv.Itoa(r.convLen()))
+		sb.WriteString(" (compacted ")
+		sb.WriteString(strconv.Itoa(v.Compactions))
+		sb.WriteString(" times on the thread; it keeps every message)")
+		var cost *activities.Usage
+		for _, c := range r.compacted {
+			cost = cost.Add(c.Usage)
+		}
+		if cost != nil {
+			sb.WriteString("; this run's summaries: ")
+			writeUsage(&sb, cost)
+		}
+		sb.WriteString(".\n\n")
+	}
 	if len(r.trace) == 0 {
 		return sb.String()
 	}

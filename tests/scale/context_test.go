@@ -43,7 +43,8 @@ type budgetModel struct {
 	budget, turns int
 
 	mu        sync.Mutex
-	sizes     []int // every request's tokens, in order
+	sizes     []int  // every request's tokens, in order
+	summary   []bool // whether each was a summary request
 	summaries int
 	over      int
 }
@@ -82,7 +83,7 @@ func (b *budgetModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tokens := (n + 3) / 4
 	summary := len(req.Messages) > 0 && req.Messages[0].Role == "system" && strings.HasPrefix(req.Messages[0].Content, activities.SummaryInstructions)
 	b.mu.Lock()
-	b.sizes = append(b.sizes, tokens)
+	b.sizes, b.summary = append(b.sizes, tokens), append(b.summary, summary)
 	if summary {
 		b.summaries++
 	}
@@ -138,7 +139,7 @@ func (b *budgetModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // record as its near miss. The thread keeps every message.
 // budgetThread runs a thread of turns turns against a budgetModel of
 // budget tokens, the worker knowing the budget when known is set.
-func budgetThread(t *testing.T, turns, budget int, known bool) (*budgetModel, *billing.Server, client.Client, runclient.Handle, *agentrun.RunResult, string) {
+func budgetThread(t testing.TB, turns, budget int, known bool) (*budgetModel, *billing.Server, client.Client, runclient.Handle, *agentrun.RunResult, string) {
 	bm, bill, c, h, res, thread, err := budgetThreadErr(t, turns, budget, known)
 	require.NoError(t, err)
 	require.Equal(t, agentrun.StatusCompleted, res.Status, res.Error)
@@ -148,7 +149,7 @@ func budgetThread(t *testing.T, turns, budget int, known bool) (*budgetModel, *b
 }
 
 // budgetThreadErr is budgetThread, returning the run's error.
-func budgetThreadErr(t *testing.T, turns, budget int, known bool) (*budgetModel, *billing.Server, client.Client, runclient.Handle, *agentrun.RunResult, string, error) {
+func budgetThreadErr(t testing.TB, turns, budget int, known bool) (*budgetModel, *billing.Server, client.Client, runclient.Handle, *agentrun.RunResult, string, error) {
 	var budgets map[string]int
 	if known {
 		budgets = map[string]int{"budget": budget}
@@ -282,4 +283,54 @@ func TestTooLongFailsTyped(t *testing.T) {
 	assert.Zero(t, bm.over, "the worker knew the budget: nothing over it was sent")
 	bm.mu.Unlock()
 	t.Log(err)
+}
+
+// BenchmarkContextTokens reports what a model is sent per turn over a
+// 300-turn thread with 8 KB tool results, with compaction (a 60,000-token
+// budget) and without (no budget, a window nothing passes): the mean
+// tokens of turns 51-100 and 251-300, their ratio (flat with compaction,
+// about 3x without, growing linearly), and the summary requests' share
+// of all tokens sent:
+//
+//	go test ./tests/scale -run '^$' -bench ContextTokens -benchtime 1x
+func BenchmarkContextTokens(b *testing.B) {
+	for range b.N {
+		for _, with := range []bool{true, false} {
+			budget := 60000
+			if !with {
+				budget = 1 << 30
+			}
+			bm, _, _, _, _, _ := budgetThread(b, 300, budget, with)
+			bm.mu.Lock()
+			var turns []int
+			all, summaries := 0, 0
+			for i, n := range bm.sizes {
+				all += n
+				if bm.summary[i] {
+					summaries += n
+				} else {
+					turns = append(turns, n)
+				}
+			}
+			bm.mu.Unlock()
+			mean := func(xs []int) float64 {
+				s := 0
+				for _, x := range xs {
+					s += x
+				}
+				return float64(s) / float64(len(xs))
+			}
+			early, late := mean(turns[50:100]), mean(turns[250:300])
+			name := "without"
+			if with {
+				name = "with"
+			}
+			b.ReportMetric(early, "tokens/call-t51-100-"+name)
+			b.ReportMetric(late, "tokens/call-t251-300-"+name)
+			b.ReportMetric(late/early, "late/early-"+name)
+			if with {
+				b.ReportMetric(float64(summaries)/float64(all), "summary-share")
+			}
+		}
+	}
 }
