@@ -355,6 +355,11 @@ func (a *apiServer) responseObject(m respMeta, res *agent.Result, runErr error) 
 	if res.Status != agent.Running {
 		obj["usage"] = responseTokens(m, res).responsesUsage()
 	}
+	if len(res.Compactions) > 0 {
+		// tulip's extension: the thread's model view was compacted
+		// during this response (docs/context.md).
+		obj["tulip"] = map[string]any{"compactions": res.Compactions}
+	}
 	obj["output"] = a.outputItems(m, res)
 	return obj
 }

@@ -99,7 +99,7 @@ func TestServeTruncation(t *testing.T) {
 	}
 
 	t.Run("auto", func(t *testing.T) {
-		prev := ""
+		prev, compactions := "", 0
 		for i := range 12 {
 			p := responses.ResponseNewParams{Model: "support", Input: note(i)}
 			if i%2 == 1 {
@@ -112,12 +112,25 @@ func TestServeTruncation(t *testing.T) {
 			require.NoError(t, err, "turn %d", i)
 			require.Equal(t, responses.ResponseStatusCompleted, r.Status, "turn %d", i)
 			assert.Equal(t, "auto", string(r.Truncation))
+			var ext struct {
+				Tulip struct {
+					Compactions []struct {
+						Upto, Budget int
+					} `json:"compactions"`
+				} `json:"tulip"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(r.RawJSON()), &ext))
+			compactions += len(ext.Tulip.Compactions)
+			for _, c := range ext.Tulip.Compactions {
+				assert.Equal(t, 3000, c.Budget)
+			}
 			prev = r.ID
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		assert.Zero(t, m.over, "no request over the window reached the model")
 		assert.Greater(t, m.summaries, 0, "the thread's view was compacted")
+		assert.Greater(t, compactions, 0, "responses said so in their tulip extension")
 	})
 
 	t.Run("disabled", func(t *testing.T) {
