@@ -383,6 +383,11 @@ func response(msg *anthropic.Message) (tulip.ModelResponse, error) {
 	return out, nil
 }
 
+// promptTooLong begins the Messages API's refusal of a prompt over the
+// model's context window ("prompt is too long: 210000 tokens > 200000
+// maximum").
+const promptTooLong = "prompt is too long"
+
 // classify turns an SDK error into the activity's failure: retryable unless
 // the API refused the request.
 func classify(err error) error {
@@ -402,6 +407,12 @@ func classify(err error) error {
 	}
 	if apiErr.RequestID != "" {
 		msg += " (request-id " + apiErr.RequestID + ")"
+	}
+	if apiErr.StatusCode == http.StatusBadRequest && string(apiErr.Type()) == "invalid_request_error" && strings.HasPrefix(apiErr.Message, promptTooLong) {
+		// The API's refusal of a prompt over the window carries no code
+		// of its own: its documented message is the only mark. Typed, the
+		// run compacts and asks again (docs/context.md).
+		return temporal.NewNonRetryableApplicationError(msg, string(tulip.ContextTooLong), nil)
 	}
 	if retryableStatus(apiErr.StatusCode, string(apiErr.Type())) {
 		var delay time.Duration

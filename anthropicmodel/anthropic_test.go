@@ -351,3 +351,16 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// The API's refusal of a prompt over the window is kind ContextTooLong
+// (the run compacts and asks again, docs/context.md); another 400 stays
+// Rejected.
+func TestPromptTooLongIsContextTooLong(t *testing.T) {
+	srv := serve(t, anthropictest.Status(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"))
+	m := newModel(t, srv, Options{})
+	_, err := m.Respond(ctx(t), tulip.ModelRequest{Messages: []tulip.Message{{Role: "user", Content: "x"}}})
+	appErr := appError(t, err)
+	assert.Equal(t, string(tulip.ContextTooLong), appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Equal(t, tulip.ContextTooLong, tulip.KindOf(err))
+}
