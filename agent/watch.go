@@ -16,6 +16,9 @@ type Event struct {
 	Offset int64
 	Call   *CallItem
 	Text   *TextItem
+	// Compaction: the run compacted its model's view of the conversation
+	// (docs/context.md).
+	Compaction *Compaction
 }
 
 // CallItem is a call decision as the stream carries it: its turn, call
@@ -95,6 +98,11 @@ func (r *Run) Watch(ctx context.Context, from int64, fn func(Event) error) error
 			case activities.TopicText:
 				ev.Text = &TextItem{}
 				if it.Decode(ev.Text) != nil {
+					return nil
+				}
+			case activities.TopicContext:
+				ev.Compaction = &Compaction{}
+				if it.Decode(ev.Compaction) != nil {
 					return nil
 				}
 			default:

@@ -79,8 +79,19 @@ func TestCompactionWithinARun(t *testing.T) {
 	thread := fmt.Sprintf("context-%d", time.Now().UnixNano())
 	run, err := agent.Start(ctxT(t), c, agent.Options{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "read the notes and refund ord-1"})
 	require.NoError(t, err)
+	var streamed []*agent.Compaction
+	watched := make(chan error, 1)
+	go func() {
+		watched <- run.Watch(ctxT(t), 0, func(ev agent.Event) error {
+			if ev.Compaction != nil {
+				streamed = append(streamed, ev.Compaction)
+			}
+			return nil
+		})
+	}()
 	res, err := run.Await(ctxT(t))
 	require.NoError(t, err)
+	require.NoError(t, <-watched)
 	require.Equal(t, agent.Completed, res.Status, res.Error)
 	require.NotEmpty(t, res.Compactions, "the view was compacted")
 	for _, cp := range res.Compactions {
@@ -97,8 +108,10 @@ func TestCompactionWithinARun(t *testing.T) {
 	st, err := agent.Thread(ctxT(t), c, thread)
 	require.NoError(t, err)
 	assert.Len(t, st.Messages, 1+2*14+1, "the thread keeps every message")
-	// Where a person sees it: tulip inspect, and the run's current
-	// details in the Web UI.
+	// Where a person sees it: the run's stream, tulip inspect, and the
+	// run's current details in the Web UI.
+	require.Len(t, streamed, len(res.Compactions), "one stream item per compaction")
+	assert.Equal(t, res.Compactions[0].Upto, streamed[0].Upto)
 	stdout, stderr, code := runCLI(t, "inspect", thread, "--address", server.Address())
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "the model's view: a summary in place of messages 1-")

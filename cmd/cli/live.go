@@ -62,6 +62,12 @@ func (l *live) item(it streams.Item) error {
 		if err := it.Decode(&ti); err == nil && !l.asJSON {
 			l.text(ti)
 		}
+	case activities.TopicContext:
+		var c agentrun.Compaction
+		if err := it.Decode(&c); err == nil && !l.asJSON {
+			fmt.Fprintf(l.e.stdout, "[compacted before turn %d: a summary now stands for messages 1-%d (%d new), the call at ~%d of %d tokens]\n",
+				c.Turn, c.Upto, c.Replaced, c.Estimate, c.Budget)
+		}
 	}
 	return nil
 }

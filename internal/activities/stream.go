@@ -24,6 +24,9 @@ const (
 	// generates them (when the run streams text and the model can), and
 	// one item with Done per answer.
 	TopicText = "tulip.text"
+	// TopicContext has one item per compaction of the model's view of the
+	// conversation (docs/context.md): the workflow package's Compaction.
+	TopicContext = "tulip.context"
 )
 
 // TextItem is one item of TopicText. A model that streams publishes its

@@ -179,6 +179,9 @@ func (r *run) compact(ctx wf.Context, keep, est int, refused bool) error {
 	r.usage = r.usage.Add(out.Usage)
 	r.compacted = append(r.compacted, Compaction{Turn: r.turn, Upto: upto, Replaced: upto - r.mview.Upto, Estimate: est,
 		Budget: r.mview.Budget, TooLong: refused, Usage: out.Usage})
+	if r.stream != nil {
+		r.stream.PublishLazy(activities.TopicContext, r.compacted[len(r.compacted)-1])
+	}
 	r.mview.Upto, r.mview.Summary = upto, out.Summary
 	r.mview.Compactions++
 	// The next measure is the summary and what follows it.
