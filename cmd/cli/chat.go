@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	sdkworker "go.temporal.io/sdk/worker"
 	"strings"
 	"time"
 
@@ -33,6 +34,9 @@ type modelFlags struct {
 	// contextTokens is the model's context budget (0: its known window's,
 	// or none); window is the model's known window, once made.
 	contextTokens, window int
+	// deployment and buildID put the worker on a Worker Deployment
+	// Version (both, or neither).
+	deployment, buildID string
 }
 
 // modelHelp is the help of the model flags, as each command words it.
@@ -49,6 +53,8 @@ func newModelFlags(fs *flagSet, h modelHelp) *modelFlags {
 	fs.StringVar(&mf.keyHeader, "api-key-header", "", h.keyHeader)
 	fs.DurationVar(&mf.timeout, "model-timeout", openaimodel.DefaultTimeout, "the longest one model call's attempt may take, a streamed answer included")
 	fs.DurationVar(&mf.idle, "model-idle-timeout", openaimodel.DefaultIdleTimeout, "the longest a model call may go without progress (its headers, then each streamed piece) before it is tried again")
+	fs.StringVar(&mf.deployment, "deployment", "", "run the worker on this Worker Deployment (with --build-id): agent runs are pinned to the version they start on, a thread's next run takes the current version (docs/deploy.md)")
+	fs.StringVar(&mf.buildID, "build-id", "", "the worker's Build ID in --deployment")
 	fs.IntVar(&mf.contextTokens, "context-tokens", 0, "the most input tokens one model call may send; past 80% of it the thread's view is compacted (docs/context.md). 0: the known window of --model, less 8192, or no budget")
 	mf.mcp = mcpFlags(fs)
 	return mf
@@ -113,6 +119,12 @@ func (e *env) chatWorker(s *session, mf *modelFlags) (func(), *demo.Toolbox, err
 
 // chatWorkerOn is chatWorker on taskQueue.
 func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func(), *demo.Toolbox, error) {
+	if (mf.deployment == "") != (mf.buildID == "") {
+		return nil, nil, usageError{"--deployment and --build-id go together: a Worker Deployment Version is both"}
+	}
+	if mf.deployment != "" {
+		s.version = &sdkworker.WorkerDeploymentVersion{DeploymentName: mf.deployment, BuildID: mf.buildID}
+	}
 	m, err := mf.newModel()
 	if err != nil {
 		return nil, nil, usageError{err.Error()}

@@ -61,6 +61,8 @@ Usage:
   tulip codec-server --codec-key-file FILE [--port N] [--allow-origin URL,...]
                                         serve the codec endpoint that decrypts payloads for a Web UI
   tulip keygen KEY_ID                   print a key file line with a fresh AES-256 key
+  tulip set-current-version --deployment D --build-id B
+                                        make a Worker Deployment Version current: new runs start on it
   tulip soak [--cluster] [--workers N] [--threads T] [--duration D] [--kill-every D] [--json]
                                         many agents on worker processes, with worker kills,
                                         server restarts and pauses, dropped connections (and on
@@ -115,6 +117,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = e.watchCmd(args[1:])
 	case "history":
 		err = e.history(args[1:])
+	case "set-current-version":
+		err = e.setCurrentVersion(args[1:])
 	case "replay":
 		err = e.replay(args[1:])
 	case "resume":
@@ -318,6 +322,9 @@ type session struct {
 	metrics client.MetricsHandler // nil: none
 	keys    *codec.Keyring        // nil: payloads are not encrypted
 	env     *env
+	// version, when set, puts the session's workers on a Worker
+	// Deployment Version (--deployment, --build-id; docs/deploy.md).
+	version *sdkworker.WorkerDeploymentVersion
 }
 
 func (s *session) Close() {
@@ -515,7 +522,13 @@ func (s *session) startWorker(taskQueue string, opts workerplugin.Options) (func
 	if err != nil {
 		return nil, err
 	}
-	w := sdkworker.New(s.client, taskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	wopts := sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}}
+	if s.version != nil {
+		// Agent runs are pinned (the plugin registers them so): a run ends
+		// on this version, a thread's next run starts on the current one.
+		wopts.DeploymentOptions = sdkworker.DeploymentOptions{UseVersioning: true, Version: *s.version}
+	}
+	w := sdkworker.New(s.client, taskQueue, wopts)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("worker: %v", err)
 	}

@@ -380,7 +380,17 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	}
 	r.count(ctx, "continue-as-new", MetricContinuedAsNew, 1)
 	r.gaugeOf(ctx, "continue-as-new-bytes", MetricStateBytes, func() int { b, _ := json.Marshal(st); return len(b) }, "continue_as_new")
-	return wf.NewContinueAsNewError(ctx, WorkflowName, activities.JSONPayload(enc))
+	return continueAsNew(ctx, activities.JSONPayload(enc))
+}
+
+// continueAsNew continues the run as new. On a Worker Deployment the next
+// run starts on the deployment's current version (auto-upgrade), then is
+// pinned there as any run (docs/deploy.md): the carry is the protocol's,
+// which every version reads. The SDK matches the command by its type
+// alone, so runs recorded before replay unchanged.
+func continueAsNew(ctx wf.Context, input any) error {
+	return wf.NewContinueAsNewErrorWithOptions(ctx, wf.ContinueAsNewErrorOptions{
+		InitialVersioningBehavior: wf.ContinueAsNewVersioningBehaviorAutoUpgrade}, WorkflowName, input)
 }
 
 // Bounds of what a turn adds to the state a run carries (refs.go): a

@@ -135,7 +135,11 @@ func Register(r Registry, opts Options) error {
 	if err != nil {
 		return err
 	}
-	r.RegisterWorkflowWithOptions(run, sdkworkflow.RegisterOptions{Name: agentrun.WorkflowName})
+	// Pinned: on a worker of a Worker Deployment Version, a run ends on
+	// the code it started on; the thread's next run (a new execution) and
+	// a continue-as-new start on the current version (docs/deploy.md).
+	// Ignored by a worker without versioning.
+	r.RegisterWorkflowWithOptions(run, sdkworkflow.RegisterOptions{Name: agentrun.WorkflowName, VersioningBehavior: sdkworkflow.VersioningBehaviorPinned})
 	ar, ok := r.(ActivityRegistry)
 	if !ok {
 		return nil
