@@ -364,3 +364,41 @@ func TestReplayNamesTheTool(t *testing.T) {
 	assert.Regexp(t, `^.*: replay failed: this worker's code schedules tulip.tool.create_ticket \(call t2\), which the history serves from the log instead: was create_ticket idempotent`, err.Error())
 	assert.NoError(t, workerplugin.ReplayHistories(workerplugin.Options{Tools: []*activities.Tool{ticket(true)}}, workerplugin.ReplayOptions{}, served))
 }
+
+// The replay gate before a deploy: `tulip history --recent N` fetches the
+// latest closed agent runs of a task queue, and tulip.ReplayHistories
+// replays them against the new build. A build that turned create_ticket
+// non-idempotent fails, naming the tool; the unchanged build passes.
+func TestReplayGate(t *testing.T) {
+	c := dial(t, server.Address())
+	ticket := func(idempotent bool) *activities.Tool {
+		return activities.MustTool(activities.ToolSpec{Name: "create_ticket", Idempotent: idempotent},
+			func(context.Context, map[string]any) (map[string]string, error) {
+				return map[string]string{"id": "T-1"}, nil
+			})
+	}
+	run := scenario.Run{Turns: []scenario.Turn{turn(call("t1", "create_ticket", `{"title": "x"}`)), turn(call("t2", "create_ticket", `{"title": "x"}`))}}
+	tq := taskQueue(t.Name())
+	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{ticket(true)}, Models: map[string]activities.Model{"m": run.Model()}})
+	for range 2 {
+		_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m"})
+		require.NoError(t, err)
+	}
+	dir := filepath.Join(t.TempDir(), "recent")
+	var files []string
+	require.Eventually(t, func() bool { // the runs show in visibility after its lag
+		_, stderr, code := runCLI(t, "history", "--recent", "10", "--query", "TaskQueue = '"+tq+"'", "-o", dir, "--address", server.Address())
+		require.Equal(t, 0, code, stderr)
+		files, _ = filepath.Glob(filepath.Join(dir, "*.json"))
+		return len(files) == 2
+	}, 30*time.Second, 500*time.Millisecond)
+
+	opts := func(idempotent bool) tulip.Options {
+		return tulip.Options{Tools: []tulip.Toolset{activities.InternalToolset(ticket(idempotent)).(tulip.Toolset)}}
+	}
+	require.NoError(t, tulip.ReplayHistories(opts(true), tulip.ReplayOptions{}, files...), "the unchanged build replays")
+	err := tulip.ReplayHistories(opts(false), tulip.ReplayOptions{}, files...)
+	require.Error(t, err, "the changed build does not")
+	assert.Contains(t, err.Error(), "create_ticket")
+	assert.Contains(t, err.Error(), "idempotent")
+}

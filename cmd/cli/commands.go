@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -346,8 +347,21 @@ func (e *env) history(args []string) error {
 	runID := fs.String("run-id", "", "run ID (default: the latest run)")
 	allRuns := fs.Bool("all-runs", false, "every run of the workflow ID (a thread's runs, and their continue-as-new chains), oldest first")
 	encoded := fs.Bool("encoded", false, "with a codec key: write payloads as the server stores them (encrypted) instead of decrypted")
+	recent := fs.Int("recent", 0, "instead of WORKFLOW_ID: the N most recently closed agent runs, one file each in the folder -o names (a replay gate's sample: docs/deploy.md)")
+	where := fs.String("query", "", "with --recent: a visibility query the runs must also match (\"TaskQueue = 'support'\")")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *recent > 0 {
+		if fs.NArg() != 0 || *out == "" || *allRuns || *runID != "" {
+			return usageError{"usage: tulip history --recent N -o DIR"}
+		}
+		s, err := e.connect(c, *db != "", *db)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return e.recentHistories(s, *recent, *where, *out, *encoded)
 	}
 	if fs.NArg() != 1 || *out == "" || (*allRuns && *runID != "") {
 		return usageError{"usage: tulip history WORKFLOW_ID -o FILE [--run-id ID | --all-runs]"}
@@ -473,7 +487,7 @@ func (e *env) replay(args []string) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return usageError{"usage: tulip replay [--codec-key-file F] [--blob-store URL] FILE..."}
+		return usageError{"usage: tulip replay [--codec-key-file F] [--blob-store URL] FILE|DIR..."}
 	}
 	keys, err := e.keys(keyFile)
 	if err != nil {
@@ -495,7 +509,17 @@ func (e *env) replay(args []string) error {
 		ro.Logger = e.logger() // the SDK's stack traces, on request
 	}
 	missing, failed := 0, 0
+	var files []string
 	for _, f := range fs.Args() {
+		// A folder (tulip history --recent's) is its JSON files.
+		if fi, err := os.Stat(f); err == nil && fi.IsDir() {
+			matches, _ := filepath.Glob(filepath.Join(f, "*.json"))
+			files = append(files, matches...)
+			continue
+		}
+		files = append(files, f)
+	}
+	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			fmt.Fprintf(e.stderr, "tulip: %s: %v\n", f, err)
 			missing++
@@ -649,4 +673,58 @@ func printSubAgents(w io.Writer, thread string, recs []dedup.Record) {
 	for _, s := range order {
 		fmt.Fprintf(w, "sub-agent thread %s: %d calls ran it, %d served from this log ('tulip inspect %s --agent NAME')\n", s, subs[s].ran, subs[s].served, s)
 	}
+}
+
+// recentHistories writes the histories of the n most recently closed agent
+// runs (workflow type tulip.AgentRun, any status but running) into dir,
+// one file each, named by workflow and run: the sample a replay gate
+// replays against a new build before it becomes current (docs/deploy.md).
+func (e *env) recentHistories(s *session, n int, where, dir string, encoded bool) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'Running'", agentrun.WorkflowName)
+	if where != "" {
+		query += " AND (" + where + ")"
+	}
+	var token []byte
+	written := 0
+	for written < n {
+		resp, err := s.client.ListWorkflow(e.ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.ns, Query: query,
+			PageSize: int32(min(n-written, 100)), NextPageToken: token})
+		if err != nil {
+			return fmt.Errorf("listing closed agent runs: %w", err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			if written == n {
+				break
+			}
+			id, run := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()
+			hist, err := e.fetchHistory(s, id, run, encoded)
+			if err != nil {
+				return err
+			}
+			name := filepath.Join(dir, fileSafe(id)+"-"+run+".json")
+			if err := runclient.WriteHistory(name, hist); err != nil {
+				return err
+			}
+			written++
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	e.progress("wrote the histories of %d closed agent runs to %s: replay them against the new build (tulip replay, tulip.ReplayHistories)", written, dir)
+	return nil
+}
+
+// fileSafe is s with anything but letters, digits, '-', '_' and '.' as '_'.
+func fileSafe(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
