@@ -85,6 +85,13 @@ const (
 	// NotFound: the thread, run or workflow a call names does not exist
 	// on the server (never started, or deleted by retention).
 	NotFound ErrorKind = "tulip.NotFound"
+	// Nondeterminism: the run's workflow task fails because the workers
+	// polling it run code that does not replay its history (a change
+	// deployed under an open run without Worker Deployment Versioning).
+	// Waiting for the run returns this kind as soon as the server reports
+	// the failed task; the run itself waits, nothing lost, for workers that
+	// can replay it (docs/deploy.md).
+	Nondeterminism ErrorKind = "tulip.Nondeterminism"
 )
 
 // KindOf returns the tulip kind of err, or "" when err is not a tulip

@@ -78,6 +78,7 @@ func publicError(err error) error {
 	var busy *runclient.ThreadBusyError
 	var closed *runclient.NotInterruptedError
 	var failed *runclient.RunFailedError
+	var nd *runclient.NondeterminismError
 	switch {
 	case err == nil:
 		return nil
@@ -85,6 +86,8 @@ func publicError(err error) error {
 		return &ThreadBusyError{ThreadID: busy.ThreadID, RunID: busy.RunID}
 	case errors.As(err, &closed):
 		return &NotInterruptedError{WorkflowID: closed.WorkflowID}
+	case errors.As(err, &nd):
+		return &NondeterminismError{WorkflowID: nd.Handle.WorkflowID, RunID: nd.Handle.RunID, EventID: nd.EventID, Message: nd.Message}
 	case errors.As(err, &failed):
 		res, rerr := result(failed.Result)
 		if rerr != nil {
@@ -97,6 +100,10 @@ func publicError(err error) error {
 
 func (e *ThreadBusyError) err() error {
 	return &runclient.ThreadBusyError{ThreadID: e.ThreadID, RunID: e.RunID}
+}
+
+func (e *NondeterminismError) err() error {
+	return &runclient.NondeterminismError{Handle: runclient.Handle{WorkflowID: e.WorkflowID, RunID: e.RunID}, EventID: e.EventID, Message: e.Message}
 }
 
 func (e *NotInterruptedError) err() error {

@@ -346,6 +346,27 @@ func (e *NotInterruptedError) Error() string { return e.err().Error() }
 // Kind is tulip.NotInterrupted.
 func (e *NotInterruptedError) Kind() tulip.ErrorKind { return tulip.NotInterrupted }
 
+// NondeterminismError: the run's workflow task fails on every attempt
+// because the workers polling it run code that does not replay its history
+// (kind tulip.Nondeterminism): a change deployed under the open run
+// without Worker Deployment Versioning. Waiting for the run returns it as
+// soon as the server reports the failed task; the run is not failed, and
+// goes on when workers that can replay it poll again (roll back, then
+// deploy on a version: docs/deploy.md).
+type NondeterminismError struct {
+	// WorkflowID and RunID are the run whose task fails.
+	WorkflowID, RunID string
+	// EventID is the WorkflowTaskFailed event in its history.
+	EventID int64
+	// Message is the worker's report, for a person.
+	Message string
+}
+
+func (e *NondeterminismError) Error() string { return e.err().Error() }
+
+// Kind is tulip.Nondeterminism.
+func (e *NondeterminismError) Kind() tulip.ErrorKind { return tulip.Nondeterminism }
+
 // RunFailedError: the run failed, or was terminated, timed out or
 // cancelled. Its kind (tulip.KindOf) is the failure's; Result holds the
 // run's trace when it left one.

@@ -22,6 +22,7 @@ type build struct {
 	idempotent bool // and idempotent
 	lookup     bool // lookup_order, a new tool
 	hook       bool // approve_refund, a new hook
+	model2     bool // another model behind the name "m"
 }
 
 // options are b's worker options over billing: the model refunds ord-1
@@ -49,6 +50,10 @@ func (b build) options(bill *billing.Server) tulip.Options {
 	model := tulip.ModelFunc(func(_ context.Context, req tulip.ModelRequest) (tulip.ModelResponse, error) {
 		switch {
 		case req.Phase == 0 && req.PhaseTurn == 1:
+			if b.model2 { // another model: its own call ids, the arguments in another order
+				return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: fmt.Sprintf("call_%d_v2", len(req.Messages)), Name: "issue_refund",
+					Arguments: `{"amount": 20, "order_id": "ord-1"}`}}}, nil
+			}
 			return tulip.ModelResponse{ToolCalls: []tulip.ToolCall{{ID: fmt.Sprintf("r%d", len(req.Messages)), Name: "issue_refund",
 				Arguments: `{"order_id":"ord-1","amount":20}`}}}, nil
 		case req.Phase == 0 && req.PhaseTurn == 2 && b.lookup:
@@ -90,6 +95,8 @@ func TestChangesOnOpenThreads(t *testing.T) {
 		{name: "non-idempotent made idempotent", old: build{refund: true}, new: base,
 			outcome: agent.Cached, refunds: 1},
 		{name: "a changed prompt", old: base, new: base, instructions: "Be brief.",
+			outcome: agent.Cached, refunds: 1},
+		{name: "a changed model", old: base, new: build{refund: true, idempotent: true, model2: true},
 			outcome: agent.Cached, refunds: 1},
 		{name: "a new hook", old: base, new: build{refund: true, idempotent: true, hook: true},
 			outcome: agent.Dropped, refunds: 1, interrupted: true},

@@ -46,7 +46,9 @@ Usage:
                                         why a call ran again: its tool's records, nearest first
   tulip watch WORKFLOW_ID [--json]      print a running run live: each call as decided, the model's text
   tulip history WORKFLOW_ID -o FILE     export a run's history as JSON
-  tulip replay FILE...                  replay histories with the tulip plugin installed
+  tulip history --recent N [--query Q] -o DIR
+                                        export the latest closed agent runs (the replay gate)
+  tulip replay FILE|DIR...              replay histories with the tulip plugin installed
   tulip resume THREAD --answer TEXT [--perform-dangling] [--interrupt ID] [--signal]
                                         answer an interrupted run
   tulip fork THREAD --at N (--task-queue Q | --base-url URL) --model M [--live]
@@ -63,7 +65,7 @@ Usage:
   tulip keygen KEY_ID                   print a key file line with a fresh AES-256 key
   tulip set-current-version --deployment D --build-id B
                                         make a Worker Deployment Version current: new runs start on it
-  tulip soak [--cluster] [--workers N] [--threads T] [--duration D] [--kill-every D] [--json]
+  tulip soak [--cluster] [--workers N] [--threads T] [--duration D] [--kill-every D] [--upgrade-at D] [--json]
                                         many agents on worker processes, with worker kills,
                                         server restarts and pauses, dropped connections (and on
                                         a cluster service kills), checked against the same runs

@@ -16,7 +16,7 @@ import (
 // SoakSummary is 'tulip soak --json”s summary line.
 type SoakSummary = soak.Summary
 
-const soakUsage = "usage: tulip soak [--cluster] [--workers N] [--threads T] [--runs R] [--duration D] [--baseline D] [--kill-every D] [--server-restarts K] [--pauses K] [--proxy-drops K] [--proxy-delays K] [--service-kills K] [--history-deletes K] [--continue-after-turns N] [--plain-every N] [--store dir|s3] [--s3-restarts K] [--s3-pauses K] [--s3-slow-downs K] [--codec-key-file FILE] [--inject dedup-off|served-but-ran|no-thread-store|no-cas] [--json]"
+const soakUsage = "usage: tulip soak [--cluster] [--workers N] [--threads T] [--runs R] [--duration D] [--baseline D] [--kill-every D] [--server-restarts K] [--pauses K] [--proxy-drops K] [--proxy-delays K] [--service-kills K] [--history-deletes K] [--continue-after-turns N] [--plain-every N] [--store dir|s3] [--s3-restarts K] [--s3-pauses K] [--s3-slow-downs K] [--codec-key-file FILE] [--inject dedup-off|served-but-ran|no-thread-store|no-cas] [--upgrade-at D [--unversioned]] [--json]"
 
 func (e *env) soak(args []string) error {
 	fs := e.flags("soak")
@@ -50,6 +50,9 @@ func (e *env) soak(args []string) error {
 	fs.StringVar(&o.OnUnknown, "on-unknown", "", "issue_refund's OnUnknown in the workers: check (a lost attempt is a question to billing, by key), hold (the run waits; the soak answers from billing's lookup by key, as a person would) or empty (Temporal retries it)")
 	fs.Float64Var(&o.EffectKills, "effect-kills", 0, "the chance (0 to 1) that a worker SIGKILLs itself inside issue_refund after billing answered, on a call's first attempt")
 	fs.StringVar(&o.Inject, "inject", "", "break the workers on purpose, a control the checker must catch: dedup-off, served-but-ran, no-thread-store (with --history-deletes), or no-cas (with --store s3: thread saves without their conditional writes)")
+	fs.DurationVar(&o.UpgradeAt, "upgrade-at", 0, "the upgrade drill: this long into the fault phase, deploy v2 of the agent (a changed prompt, a new tool, a removed one, a workflow change v1's runs cannot replay) on a Worker Deployment: v2 made current, v1's runs drain (0: no upgrade)")
+	fs.BoolVar(&o.Unversioned, "unversioned", false, "the upgrade drill's control: no Worker Deployment, v2's workers replace v1's in a rolling restart (the checker must fail it)")
+	fs.DurationVar(&o.StuckAfter, "stuck-after", 5*time.Minute, "a run still open this long after its phase's last start is stuck")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON line")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -102,6 +105,9 @@ func (e *env) soakWorker(args []string) error {
 	fs.StringVar(&o.ThreadDir, "thread-dir", "", "")
 	fs.StringVar(&o.ThreadStore, "thread-store", "", "")
 	fs.DurationVar(&o.ModelLatency, "model-latency", 0, "")
+	fs.StringVar(&o.Deployment, "deployment", "", "")
+	fs.StringVar(&o.BuildID, "build-id", "", "")
+	fs.BoolVar(&o.V2, "v2", false, "")
 	level := fs.String("log-level", "error", "")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -147,6 +153,10 @@ func (e *env) printSoak(sum SoakSummary, asJSON bool) {
 	fmt.Fprintf(tw, "duplicate side effects\t%d\n", sum.Duplicates)
 	fmt.Fprintf(tw, "thread store\t%s (%d threads holding an older run's state; %d S3 requests refused)\n", sum.Store, sum.StaleThreads, sum.S3Refused)
 	fmt.Fprintf(tw, "histories replayed\t%d\n", sum.ReplayedHistories)
+	if sum.UpgradedAtS > 0 {
+		fmt.Fprintf(tw, "upgrade\tv2 took new runs at %.0f s; histories by build %v; %d runs could not replay, %d workflow tasks failed on nondeterminism\n",
+			sum.UpgradedAtS, sum.Builds, sum.Nondeterministic, sum.NondeterminismFailures)
+	}
 	fmt.Fprintf(tw, "recovery after a worker kill\tp50 %.1f s, p99 %.1f s, max %.1f s (%d calls in flight; %d never retried)\n",
 		sum.RecoveryP50S, sum.RecoveryP99S, sum.RecoveryMaxS, sum.RecoverySamples, sum.Unrecovered)
 	fmt.Fprintf(tw, "throughput\t%.1f turns/s with faults (%d turns), %.1f fault-free (%d turns; %.2fx)\n",

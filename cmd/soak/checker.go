@@ -272,9 +272,9 @@ func newReplayer(opts workerplugin.Options, ro sdkworker.WorkflowReplayerOptions
 }
 
 // replayChain replays run h and the runs it continued as, one history in
-// memory at a time, and returns how many it replayed. It stops at a run
-// that history_delete deleted.
-func (rp *replayer) replayChain(ctx context.Context, c client.Client, workflowID, runID string, deleted map[string]bool) (int, error) {
+// memory at a time, each with the replayer pick gives it, and returns how
+// many it replayed. It stops at a run that history_delete deleted.
+func replayChain(ctx context.Context, c client.Client, workflowID, runID string, deleted map[string]bool, pick func(runID string, hist *historypb.History) *replayer) (int, error) {
 	n := 0
 	for runID != "" && !deleted[runID] {
 		it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -286,6 +286,7 @@ func (rp *replayer) replayChain(ctx context.Context, c client.Client, workflowID
 			}
 			hist.Events = append(hist.Events, ev)
 		}
+		rp := pick(runID, hist)
 		err := rp.r.ReplayWorkflowHistoryWithOptions(rp.logger, hist,
 			sdkworker.ReplayWorkflowHistoryOptions{OriginalExecution: sdkworkflow.Execution{ID: workflowID, RunID: runID}})
 		if err != nil {

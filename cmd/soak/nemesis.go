@@ -85,9 +85,12 @@ func Spread(n int, kinds []string) []Count {
 // nemesis injects faults: worker kills on a ticker, the rest by schedule,
 // one after another.
 type nemesis struct {
-	srv       server
-	proxy     *Proxy
-	workers   *pool
+	srv     server
+	proxy   *Proxy
+	workers *pool
+	// pick, when set, is the pool a worker kill picks from (the upgrade
+	// drill's v1 or v2); nil: workers.
+	pick      func() *pool
 	deleteRun func(ctx context.Context, rng *rand.Rand) error // a history_delete
 	s3        *s3test.Server                                  // with Store "s3"
 	s3proxy   *S3Proxy
@@ -149,15 +152,19 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 	var err error
 	switch kind {
 	case WorkerKill:
+		p := n.workers
+		if n.pick != nil {
+			p = n.pick()
+		}
 		n.mu.Lock()
 		var k Kill
-		k, err = n.workers.kill(n.rng)
+		k, err = p.kill(n.rng)
 		n.mu.Unlock()
 		if err == nil {
 			n.mu.Lock()
 			n.kills = append(n.kills, k)
 			n.mu.Unlock()
-			err = n.workers.spawn()
+			err = p.spawn()
 		}
 	case HistoryDelete:
 		n.mu.Lock()

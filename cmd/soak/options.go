@@ -116,6 +116,19 @@ type Options struct {
 	// Store "s3", "no-cas" (writes without their conditions). Zero value:
 	// none.
 	Inject string
+	// UpgradeAt runs the upgrade drill (upgrade.go): this long into the
+	// fault phase, v2 of the agent (a changed prompt, one tool more, one
+	// fewer, and a workflow change v1's runs cannot replay) is deployed.
+	// The workers are on a Worker Deployment: v2's start, v2 is made
+	// current, v1's drain. Zero value: no upgrade.
+	UpgradeAt time.Duration
+	// Unversioned is the drill's control: no Worker Deployment, and v2's
+	// workers replace v1's in a rolling restart (v1's open runs meet v2).
+	// The checker must fail it. Zero value: versioned.
+	Unversioned bool
+	// StuckAfter is how long after a phase's last start its runs may
+	// take to end; a run still open then is stuck. Zero value: 5m.
+	StuckAfter time.Duration
 	// Progress receives progress lines. Zero value: none.
 	Progress io.Writer
 	// Log receives the worker, server and SDK logs. Zero value: none.
@@ -154,6 +167,9 @@ func (o *Options) fill() error {
 	if o.Retention == 0 {
 		o.Retention = devserver.DefaultRetention
 	}
+	if o.StuckAfter == 0 {
+		o.StuckAfter = 5 * time.Minute
+	}
 	if o.PauseFor == 0 {
 		o.PauseFor = 3 * time.Second
 	}
@@ -187,6 +203,10 @@ func (o *Options) fill() error {
 		return &UsageError{fmt.Sprintf("--store %q: dir or s3", o.Store)}
 	case o.Store != "s3" && (o.Inject == "no-cas" || o.S3Restarts > 0 || o.S3Pauses > 0 || o.S3SlowDowns > 0):
 		return &UsageError{"--inject no-cas and the S3 faults need --store s3"}
+	case o.UpgradeAt < 0 || (o.Unversioned && o.UpgradeAt == 0):
+		return &UsageError{"--upgrade-at must be positive, and --unversioned needs it"}
+	case o.UpgradeAt > 0 && o.UpgradeAt >= o.Duration:
+		return &UsageError{"--upgrade-at must fall within --duration"}
 	case o.ServiceKills > 0 && !o.Cluster:
 		return &UsageError{"--service-kills needs --cluster"}
 	}
@@ -253,6 +273,20 @@ type Summary struct {
 	StaleThreads int    `json:"stale_threads"`
 	// S3Refused counts the requests the S3 proxy answered 503 SlowDown.
 	S3Refused int64 `json:"s3_refused,omitempty"`
+	// UpgradedAtS is when, into the fault phase, new runs went to v2 (the
+	// upgrade drill; 0: none). Builds counts the histories by the build
+	// that ran them. Nondeterministic counts the runs whose wait ended on
+	// a task the workers could not replay (tulip.Nondeterminism);
+	// NondeterminismFailures the workflow tasks in every history that
+	// failed so.
+	UpgradedAtS            float64        `json:"upgraded_at_s,omitempty"`
+	Builds                 map[string]int `json:"builds,omitempty"`
+	Nondeterministic       int            `json:"nondeterministic"`
+	NondeterminismFailures int            `json:"nondeterminism_failures"`
+	// ReplayFailures counts the histories that do not replay on the
+	// build that made them (a run that ended on code other than its
+	// start's).
+	ReplayFailures int `json:"replay_failures"`
 	// Violations name a run and a call each; at most MaxViolations are
 	// kept, ViolationCount counts them all.
 	Violations     []string `json:"violations,omitempty"`

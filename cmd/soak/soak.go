@@ -16,6 +16,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -50,6 +51,9 @@ type soak struct {
 	w       *workload
 	next    map[int]int // thread -> runs started on it
 	sum     Summary
+	up      drill // the upgrade drill (Options.UpgradeAt)
+	// phaseStart is when the fault phase started.
+	phaseStart time.Time
 
 	mu       sync.Mutex
 	finished map[int]time.Time // thread -> when its last finished run was read
@@ -80,7 +84,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return Summary{}, err
 	}
 	s.sum.CheckS = time.Since(checkStart).Seconds()
-	s.sum.WorkerProcessesRan = s.workers.stop()
+	s.sum.WorkerProcessesRan += s.workers.stop()
+	if v2 := s.up.v2; v2 != nil {
+		s.sum.WorkerProcessesRan += v2.stop()
+	}
 	s.sum.ElapsedS = time.Since(start).Seconds()
 	return s.sum, nil
 }
@@ -151,11 +158,21 @@ func (s *soak) setUp(ctx context.Context) error {
 	} else {
 		args = append(args, "--thread-dir", s.threadDir())
 	}
+	if s.o.UpgradeAt > 0 && !s.o.Unversioned {
+		s.up.deployment = "soak-agent-" + randomID()
+		args = append(args, "--deployment", s.up.deployment, "--build-id", BuildV1)
+	}
 	s.workers.args = args
 	for range s.o.Workers {
 		if err := s.workers.spawn(); err != nil {
 			return err
 		}
+	}
+	if s.up.deployment != "" {
+		if err := s.setCurrent(ctx, BuildV1); err != nil {
+			return err
+		}
+		s.progress("Worker Deployment %s: %s is current", s.up.deployment, BuildV1)
 	}
 	return nil
 }
@@ -204,6 +221,9 @@ func (s *soak) close() {
 	if s.workers != nil {
 		s.workers.stop()
 	}
+	if s.up.v2 != nil {
+		s.up.v2.stop()
+	}
 	if s.proxy != nil {
 		s.proxy.Close()
 	}
@@ -236,18 +256,19 @@ func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread b
 	var mu sync.Mutex
 	var done []*run
 	started := map[int]int{}
+	blocked := map[int]bool{} // threads whose run cannot go on (nondeterminism)
 	total := 0
 	if s.next == nil {
 		s.next = map[int]int{}
 	}
 	start := time.Now()
 	deadline := start.Add(d)
-	pctx, cancel := context.WithTimeout(ctx, d+5*time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, d+s.o.StuckAfter)
 	defer cancel()
 	s.w.playThreads(pctx, s.o.Threads, func(t int) *run {
 		mu.Lock()
 		defer mu.Unlock()
-		if (perThread && started[t] > 0) || (!perThread && time.Now().After(deadline)) || (runs > 0 && total >= runs) {
+		if blocked[t] || (perThread && started[t] > 0) || (!perThread && time.Now().After(deadline)) || (runs > 0 && total >= runs) {
 			return nil
 		}
 		started[t]++
@@ -257,6 +278,7 @@ func (s *soak) phase(ctx context.Context, d time.Duration, runs int, perThread b
 	}, func(r *run) {
 		mu.Lock()
 		done = append(done, r)
+		blocked[r.thread] = blocked[r.thread] || r.status == statusNondeterministic
 		mu.Unlock()
 		s.mu.Lock()
 		s.finished[r.thread] = time.Now()
@@ -294,6 +316,13 @@ func (s *soak) baseline(ctx context.Context) []*run {
 func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	counts := faultCounts(s.o, s.srv.Kinds())
 	n := newNemesis(s.srv, s.proxy, s.workers, s.o)
+	n.pick = s.victims
+	s.phaseStart = time.Now()
+	if s.o.UpgradeAt > 0 {
+		uctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go s.upgrade(uctx)
+	}
 	n.deleteRun = s.deleteHistories
 	n.s3, n.s3proxy = s.s3, s.s3proxy
 	for _, c := range counts {
@@ -360,6 +389,9 @@ func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
 		case agentrun.StatusCompleted:
 			s.sum.Completed++
 			completed[name] = true
+		case statusNondeterministic:
+			s.sum.Nondeterministic++
+			s.sum.violate("run %s (%s %s): %s", name, r.h.WorkflowID, r.h.RunID, r.err)
 		case agentrun.StatusFailed:
 			s.sum.Failed++
 			s.sum.violate("run %s (%s %s): failed: %s", name, r.h.WorkflowID, r.h.RunID, r.err)
@@ -454,26 +486,36 @@ func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) map[s
 // replay replays every run's chain with the workers' configuration, one
 // history in memory at a time.
 func (s *soak) replay(ctx context.Context, runs []*run) error {
-	wo, err := workerOptions(WorkerOptions{Billing: s.bill.URL(), Pager: s.page.URL(), Inject: s.o.Inject, OnUnknown: s.o.OnUnknown})
-	if err != nil {
-		return err
-	}
 	dc, fc, err := converters(s.o.CodecKeyFile)
 	if err != nil {
 		return err
 	}
-	rp, err := newReplayer(wo, sdkworker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc})
-	if err != nil {
-		return err
+	replayers := map[string]*replayer{}
+	for _, build := range []string{BuildV1, BuildV2} {
+		wo, err := workerOptions(WorkerOptions{Billing: s.bill.URL(), Pager: s.page.URL(), Inject: s.o.Inject, OnUnknown: s.o.OnUnknown, V2: build == BuildV2})
+		if err != nil {
+			return err
+		}
+		ro := sdkworker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc}
+		if build == BuildV2 {
+			ro.Interceptors = append(ro.Interceptors, &stepAtStart{})
+		}
+		if replayers[build], err = newReplayer(wo, ro); err != nil {
+			return err
+		}
 	}
 	s.sum.DeletedRuns = len(s.deleted)
 	for _, r := range runs {
 		if r.h.RunID == "" {
 			continue
 		}
-		n, err := rp.replayChain(ctx, s.c, r.h.WorkflowID, r.h.RunID, s.deleted)
+		name := fmt.Sprintf("t%dk%d", r.thread, r.k)
+		n, err := replayChain(ctx, s.c, r.h.WorkflowID, r.h.RunID, s.deleted, func(runID string, hist *historypb.History) *replayer {
+			return replayers[s.checkVersions(name, runID, hist)]
+		})
 		s.sum.ReplayedHistories += n
 		if err != nil {
+			s.sum.ReplayFailures++
 			s.sum.violate("run t%dk%d (%s): %v", r.thread, r.k, r.h.WorkflowID, err)
 		}
 	}

@@ -173,6 +173,11 @@ type WorkerOptions struct {
 	ThreadStore string
 	// ModelLatency is Options.ModelLatency.
 	ModelLatency time.Duration
+	// Deployment and BuildID put the worker on a Worker Deployment
+	// Version (the upgrade drill). Zero value: unversioned.
+	Deployment, BuildID string
+	// V2 is the drill's v2 of the agent (upgrade.go). Zero value: v1.
+	V2 bool
 	// Ready receives "ready" once the worker polls.
 	Ready io.Writer
 	// Log receives the SDK's logs at Level. Zero value: none.
@@ -211,13 +216,20 @@ func RunWorker(ctx context.Context, opts WorkerOptions) error {
 		return err
 	}
 	so := sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}}
+	if opts.Deployment != "" {
+		so.DeploymentOptions = sdkworker.DeploymentOptions{UseVersioning: true,
+			Version: sdkworker.WorkerDeploymentVersion{DeploymentName: opts.Deployment, BuildID: opts.BuildID}}
+	}
+	if opts.V2 {
+		so.Interceptors = append(so.Interceptors, &stepAtStart{})
+	}
 	if opts.Attempts != "" {
 		f, err := os.OpenFile(opts.Attempts, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("soak-worker: %w", err)
 		}
 		defer f.Close()
-		so.Interceptors = []interceptor.WorkerInterceptor{&attemptRecorder{f: f, pid: os.Getpid()}}
+		so.Interceptors = append(so.Interceptors, &attemptRecorder{f: f, pid: os.Getpid()})
 	}
 	w := sdkworker.New(c, opts.TaskQueue, so)
 	if err := w.Start(); err != nil {
@@ -236,6 +248,13 @@ func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 	tb.UseBilling(billing.Client{BaseURL: opts.Billing})
 	tb.UsePager(pager.Client{BaseURL: opts.Pager})
 	wo := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), Models: Models(opts.ModelLatency)}
+	if opts.V2 {
+		tools, err := v2Tools(wo.Tools, billing.Client{BaseURL: opts.Billing})
+		if err != nil {
+			return wo, err
+		}
+		wo.Tools = tools
+	}
 	if opts.OnUnknown != "" || opts.EffectKills > 0 {
 		tools, err := refundUnknown(wo.Tools, opts)
 		if err != nil {

@@ -107,8 +107,12 @@ func sameCall(callID string) string {
 	return fmt.Sprintf("k%d-%s", k, letter)
 }
 
-// Run status beside workflow's.
-const statusStuck = "stuck"
+// Run statuses beside workflow's: stuck (no end before the deadline) and
+// nondeterministic (its task fails: the workers cannot replay it).
+const (
+	statusStuck            = "stuck"
+	statusNondeterministic = "nondeterministic"
+)
 
 // run is one agent run of the soak: thread's k-th (from 0).
 type run struct {
@@ -131,6 +135,21 @@ type workload struct {
 	// billing answers the holds of calls whose outcome is unknown (by
 	// key, as a person would look a refund up).
 	billing billing.Client
+
+	mu     sync.Mutex
+	prompt string // the instructions of the runs started from now on
+}
+
+func (w *workload) setPrompt(p string) {
+	w.mu.Lock()
+	w.prompt = p
+	w.mu.Unlock()
+}
+
+func (w *workload) instructions() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.prompt
 }
 
 func (w *workload) threadID(t int) string { return fmt.Sprintf("%s-thread-%d", w.tq, t) }
@@ -158,6 +177,11 @@ func (w *workload) play(ctx context.Context, r *run) {
 			return
 		}
 		var failed *runclient.RunFailedError
+		var nd *runclient.NondeterminismError
+		if errors.As(err, &nd) {
+			r.status, r.err = statusNondeterministic, nd.Error()
+			return
+		}
 		if errors.As(err, &failed) {
 			r.status, r.err = agentrun.StatusFailed, failed.Error()
 			return
@@ -256,12 +280,12 @@ func (w *workload) startRun(ctx context.Context, r *run) error {
 			// waits out visibility lag; ExecuteWorkflow returns the
 			// open run when the ID already runs.
 			wr, err = w.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: thread, TaskQueue: w.tq}, agentrun.WorkflowName,
-				agentrun.RunInput{ThreadID: thread, Model: "soak", Message: msg})
+				agentrun.RunInput{ThreadID: thread, Model: "soak", Message: msg, Instructions: w.instructions()})
 			if err == nil {
 				r.h = runclient.Handle{WorkflowID: wr.GetID(), RunID: wr.GetRunID()}
 			}
 		} else {
-			r.h, err = runclient.Start(ctx, w.c, runclient.RunOptions{TaskQueue: w.tq, Model: "soak", ThreadID: thread, Message: msg,
+			r.h, err = runclient.Start(ctx, w.c, runclient.RunOptions{TaskQueue: w.tq, Model: "soak", ThreadID: thread, Message: msg, Instructions: w.instructions(),
 				Hooks: []string{"approve_isolate_host"}, WorkflowTaskTimeout: 2 * time.Second, ContinueAfterTurns: w.continueAfter})
 			var busy *runclient.ThreadBusyError
 			if errors.As(err, &busy) && w.ours(ctx, thread, busy.RunID, msg) {

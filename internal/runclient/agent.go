@@ -300,6 +300,7 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 		}
 		done <- outcome{err: &RunFailedError{Err: err}}
 	}()
+	var quiet quietRun
 	wait := PollInterval
 	tick := time.NewTimer(wait)
 	defer tick.Stop()
@@ -314,7 +315,14 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 			tick.Reset(wait)
 			// The memo says the interrupt is durable; only then is the
 			// state (held calls, trace) read, and a resume sure to find it.
-			cur, id, err := interruptMemo(ctx, c, h)
+			cur, id, attempt, err := interruptMemoTask(ctx, c, h, &quiet)
+			if err == nil && attempt >= 2 {
+				// A task retried: when the workers cannot replay the
+				// run, waiting will not help.
+				if nd := nondeterministic(ctx, c, cur); nd != nil {
+					return nil, nd
+				}
+			}
 			if err != nil || id == "" || id == skip {
 				continue
 			}
@@ -336,30 +344,59 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 // describe answers when h's chain is the workflow ID's newest (the usual
 // case): that description holds the newest run's memo.
 func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, error) {
-	cur, info, err := newest(ctx, c, h)
+	cur, id, _, err := interruptMemoTask(ctx, c, h, &quietRun{})
+	return cur, id, err
+}
+
+// interruptMemoTask is interruptMemo with the attempt of the run's pending
+// workflow task (0: none pending, or not known).
+func interruptMemoTask(ctx context.Context, c client.Client, h Handle, quiet *quietRun) (Handle, string, int32, error) {
+	cur, info, attempt, length, err := newestTaskLen(ctx, c, h)
 	if err != nil {
-		return cur, "", err
+		return cur, "", 0, err
+	}
+	if attempt < 2 && length > 0 && length == quiet.length {
+		quiet.ticks++
+	} else {
+		quiet.length, quiet.ticks = length, 0
+	}
+	if quiet.ticks == quietTicks {
+		// A task retried after a failure may wait in a backoff with no
+		// task pending: a history that stopped growing is read once.
+		attempt = 2
 	}
 	if info == nil { // a run of an older chain: read its own memo
 		desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
 		if err != nil {
-			return cur, "", err
+			return cur, "", 0, err
 		}
+		attempt = desc.GetPendingWorkflowTask().GetAttempt()
 		info = desc.GetWorkflowExecutionInfo()
 	}
 	p := info.GetMemo().GetFields()[agentrun.MemoInterrupt]
 	if p == nil {
-		return cur, "", nil
+		return cur, "", attempt, nil
 	}
 	var id string
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &id); err != nil {
 		// Written through the client's data converter, which this
 		// package cannot reach: encrypted by a codec, say. The state
 		// query (decoded by the client) decides alone.
-		return cur, memoUnreadable, nil
+		return cur, memoUnreadable, attempt, nil
 	}
-	return cur, id, nil
+	return cur, id, attempt, nil
 }
+
+// quietRun counts Await's ticks over which a run's history kept its
+// length with no task retried.
+type quietRun struct {
+	length int64
+	ticks  int
+}
+
+// quietTicks is how many such ticks make Await read the history once for
+// a task failed on nondeterminism.
+const quietTicks = 8
 
 // memoUnreadable stands for an interrupt memo this package cannot decode.
 const memoUnreadable = "\x00unreadable"
@@ -378,15 +415,28 @@ func current(ctx context.Context, c client.Client, h Handle) (Handle, error) {
 // (it started with h.RunID, or h names no run), it returns that run and its
 // description; else h and no description.
 func newest(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb.WorkflowExecutionInfo, error) {
+	cur, info, _, err := newestTask(ctx, c, h)
+	return cur, info, err
+}
+
+// newestTask is newest with the attempt of the newest run's pending
+// workflow task (0: none pending).
+func newestTask(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb.WorkflowExecutionInfo, int32, error) {
+	cur, info, attempt, _, err := newestTaskLen(ctx, c, h)
+	return cur, info, attempt, err
+}
+
+// newestTaskLen is newestTask with the newest run's history length.
+func newestTaskLen(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb.WorkflowExecutionInfo, int32, int64, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
 	if err != nil {
-		return h, nil, err
+		return h, nil, 0, 0, err
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	if h.RunID != "" && info.GetFirstRunId() != h.RunID {
-		return h, nil, nil
+		return h, nil, 0, 0, nil
 	}
-	return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, info, nil
+	return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, info, desc.GetPendingWorkflowTask().GetAttempt(), info.GetHistoryLength(), nil
 }
 
 // State queries a run's state so far (the newest run of its chain).

@@ -282,3 +282,51 @@ func TestSoakS3(t *testing.T) {
 		t.Logf("%s; %d threads left with an older run's state", line, sum.StaleThreads)
 	})
 }
+
+// The upgrade drill: 12 s into the fault phase, v2 of the agent (a
+// changed prompt, a tool more, a tool fewer, and a workflow change v1's
+// runs cannot replay) is deployed on the soak's Worker Deployment and made
+// current, while workers are killed every 4 s. v1's open runs drain on v1
+// (each history ends on the build it started on), runs started after the
+// switch are v2's, nothing fires twice, nothing is stuck, and no workflow
+// task fails on nondeterminism. The control deploys the same v2 without
+// versioning, as a rolling restart: v1's open runs meet v2, and the
+// checker fails it (runs that cannot replay, a typed
+// tulip.Nondeterminism where the server recorded the cause).
+func TestSoakUpgrade(t *testing.T) {
+	tulipBinary(t)
+	common := []string{"--workers", "2", "--threads", "4", "--duration", "30s", "--baseline=-1s", "--upgrade-at", "12s",
+		"--server-restarts", "0", "--pauses", "0", "--proxy-delays", "0", "--stuck-after", "90s"}
+	t.Run("versioned", func(t *testing.T) {
+		t.Parallel()
+		sum, stderr, code := runSoak(t, append(common, "--kill-every", "4s", "--proxy-drops", "1")...)
+		if code != 0 {
+			t.Log(tail(stderr))
+		}
+		require.Zero(t, code)
+		assert.Zero(t, sum.Duplicates)
+		assert.Zero(t, sum.Stuck)
+		assert.Zero(t, sum.Failed)
+		assert.Zero(t, sum.Nondeterministic)
+		assert.Zero(t, sum.NondeterminismFailures)
+		assert.Zero(t, sum.ReplayFailures)
+		assert.Equal(t, sum.Runs, sum.Completed)
+		assert.Greater(t, sum.UpgradedAtS, 0.0)
+		assert.Greater(t, sum.Builds["v1"], 0, "runs on v1")
+		assert.Greater(t, sum.Builds["v2"], 0, "runs on v2 after the switch")
+		assert.GreaterOrEqual(t, sum.Faults["worker_kill"], 3)
+		assert.Equal(t, sum.DistinctKeys, sum.Refunds)
+	})
+	t.Run("unversioned", func(t *testing.T) {
+		t.Parallel()
+		sum, stderr, code := runSoak(t, append(common, "--unversioned", "--kill-every=-1s", "--proxy-drops", "0", "--plain-every", "0")...)
+		assert.Equal(t, 1, code, "the checker fails a rolling restart with an incompatible change")
+		assert.Greater(t, sum.Stuck+sum.Nondeterministic+sum.NondeterminismFailures+sum.ReplayFailures, 0)
+		for _, v := range sum.Violations {
+			t.Log(v)
+		}
+		t.Logf("stuck %d, nondeterministic %d, nondeterminism failures %d, replay failures %d", sum.Stuck, sum.Nondeterministic,
+			sum.NondeterminismFailures, sum.ReplayFailures)
+		require.NotEmpty(t, regexp.MustCompile(`tulip: soak: run t\d+k\d+ .*(nondeterminism|does not replay|cannot go on)`).FindString(stderr), tail(stderr))
+	})
+}
