@@ -477,21 +477,79 @@ func ResumeRun(ctx context.Context, c client.Client, h Handle, in agentrun.Resum
 	if info == nil || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: h.WorkflowID}
 	}
-	uh, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   cur.WorkflowID,
-		RunID:        cur.RunID,
-		UpdateName:   agentrun.UpdateResume,
-		Args:         []any{in},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return agentrun.ResumeResult{}, err
+	type outcome struct {
+		out agentrun.ResumeResult
+		err error
 	}
-	var out agentrun.ResumeResult
-	if err := uh.Get(ctx, &out); err != nil {
-		return agentrun.ResumeResult{}, err
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan outcome, 1)
+	go func() {
+		uh, err := c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+			WorkflowID:   cur.WorkflowID,
+			RunID:        cur.RunID,
+			UpdateName:   agentrun.UpdateResume,
+			Args:         []any{in},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err != nil {
+			done <- outcome{err: err}
+			return
+		}
+		var out agentrun.ResumeResult
+		err = uh.Get(uctx, &out)
+		done <- outcome{out: out, err: err}
+	}()
+	closed := make(chan struct{})
+	go func() {
+		if runCloses(uctx, c, cur) {
+			close(closed)
+		}
+	}()
+	select {
+	case o := <-done:
+		return o.out, o.err
+	case <-closed:
+		// An update the run had not taken when it closed is dropped
+		// with it, and its wait would last the server's poll timeout
+		// (a minute): an answer sent twice, the second as the run
+		// ended. One the run took is answered at once.
+		select {
+		case o := <-done:
+			return o.out, o.err
+		case <-time.After(ResumeCloseGrace):
+			return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: cur.WorkflowID}
+		case <-ctx.Done():
+			return agentrun.ResumeResult{}, ctx.Err()
+		}
 	}
-	return out, nil
+}
+
+// ResumeCloseGrace is how long ResumeRun waits for its update's answer
+// once the run it was sent to has closed, before it returns
+// *NotInterruptedError.
+var ResumeCloseGrace = 2 * time.Second
+
+// runCloses waits until h's run closes (true) or ctx ends (false). The
+// wait is the server's long poll for the run's close, read without
+// following a continue-as-new; the run's status confirms it.
+func runCloses(ctx context.Context, c client.Client, h Handle) bool {
+	for ctx.Err() == nil {
+		var ignored any
+		_ = c.GetWorkflow(ctx, h.WorkflowID, h.RunID).GetWithOptions(ctx, &ignored, client.WorkflowRunGetOptions{DisableFollowingRuns: true})
+		if ctx.Err() != nil {
+			return false
+		}
+		desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
+		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return false
 }
 
 // ResumeBySignal sends the same resume as a signal, for callers that cannot
