@@ -23,7 +23,8 @@ import (
 // is closed (it waited out the server's one-minute poll before, and
 // failed with a timeout), the held call ran once, and the run completed.
 // Its runs continue as new every 2 turns, as the soak's do (where it was
-// found: a reference run took a minute).
+// found: a reference run took a minute). A second answer the run took
+// before closing would be a duplicate (nil); one it did not is closed.
 func TestResumeTwiceAsTheRunEnds(t *testing.T) {
 	_, tb := billedToolbox(t)
 	c := dial(t, server.Address())
@@ -51,7 +52,9 @@ func TestResumeTwiceAsTheRunEnds(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	t0 := time.Now()
 	_, err = runclient.Resume(ctx, c, thread, in)
+	t.Logf("the second answer: %v, after %s", err, time.Since(t0).Round(time.Millisecond))
 	var closed *runclient.NotInterruptedError
 	if err != nil {
 		require.True(t, errors.As(err, &closed), "the second answer: %v", err)

@@ -320,8 +320,15 @@ func (s *soak) faultPhase(ctx context.Context) ([]*run, []Kill) {
 	s.phaseStart = time.Now()
 	if s.o.UpgradeAt > 0 {
 		uctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go s.upgrade(uctx)
+		udone := make(chan struct{})
+		go func() {
+			defer close(udone)
+			s.upgrade(uctx)
+		}()
+		defer func() { // the upgrade's writes are done before the checker reads
+			cancel()
+			<-udone
+		}()
 	}
 	n.deleteRun = s.deleteHistories
 	n.s3, n.s3proxy = s.s3, s.s3proxy
@@ -430,6 +437,14 @@ func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
 		return err
 	}
 	s.progress("%d histories replayed in %s", s.sum.ReplayedHistories, time.Since(t0).Round(time.Second))
+	if s.o.UpgradeAt > 0 {
+		switch {
+		case s.up.upgradedAt().IsZero():
+			s.sum.violate("upgrade: v2 never took new runs (the phase ended before --upgrade-at, or v2 was not made current)")
+		case s.up.deployment != "" && s.sum.Builds[BuildV2] == 0:
+			s.sum.violate("upgrade: no run ran on v2")
+		}
+	}
 	return s.recovery(kills)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,19 @@ type drill struct {
 	deployment string    // the Worker Deployment (empty: unversioned)
 	v2         *pool     // v2's workers, once started
 	at         time.Time // when new runs went to v2 (zero: not yet)
+}
+
+// buildOf names the build of the worker process whose identity (the
+// SDK's "PID@HOST@") completed a workflow task: v2's pool's, or v1.
+func (s *soak) buildOf(identity string) string {
+	pid, _, _ := strings.Cut(identity, "@")
+	s.up.mu.Lock()
+	v2 := s.up.v2
+	s.up.mu.Unlock()
+	if v2 != nil && v2.ran(pid) {
+		return BuildV2
+	}
+	return BuildV1
 }
 
 func (d *drill) upgradedAt() time.Time {
@@ -101,11 +115,12 @@ func (s *soak) upgrade(ctx context.Context) {
 	if s.up.deployment != "" {
 		if err := s.setCurrent(ctx, BuildV2); err != nil {
 			s.progress("upgrade: %v", err)
+			s.sum.violate("upgrade: v2 was not made current: %v", err)
 			return
 		}
 		s.progress("upgrade: v2 is current; v1's workers drain")
 	} else {
-		s.sum.WorkerProcessesRan += s.workers.stop()
+		s.workers.stop() // counted at the end with the others
 		s.progress("upgrade: v1's workers stopped, v2's took over (no versioning)")
 	}
 	s.w.setPrompt(PromptV2)
@@ -125,14 +140,16 @@ func (s *soak) checkVersions(name, runID string, hist *historypb.History) string
 	}
 	at := s.up.upgradedAt()
 	evs := hist.GetEvents()
+	startedAfter := len(evs) > 0 && !at.IsZero() && evs[0].GetEventTime().AsTime().After(at)
 	build := BuildV1
-	if len(evs) > 0 && !at.IsZero() && evs[0].GetEventTime().AsTime().After(at) {
-		build = BuildV2
-	}
 	var builds []string
 	for _, ev := range evs {
 		if a := ev.GetWorkflowTaskCompletedEventAttributes(); a != nil {
-			if b := a.GetDeploymentVersion().GetBuildId(); b != "" && !slices.Contains(builds, b) {
+			b := a.GetDeploymentVersion().GetBuildId()
+			if b == "" { // unversioned: the worker process that completed it
+				b = s.buildOf(a.GetIdentity())
+			}
+			if !slices.Contains(builds, b) {
 				builds = append(builds, b)
 			}
 		}
@@ -145,7 +162,7 @@ func (s *soak) checkVersions(name, runID string, hist *historypb.History) string
 	case len(builds) > 1:
 		s.sum.violate("run %s (%s): ran on builds %v: a run must end on the build it started on", name, runID, builds)
 	case len(builds) == 1:
-		if build == BuildV2 && builds[0] != BuildV2 {
+		if startedAfter && builds[0] != BuildV2 {
 			s.sum.violate("run %s (%s): started after v2 became current, on %s", name, runID, builds[0])
 		}
 		build = builds[0]

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -43,7 +44,15 @@ type pool struct {
 	mu       sync.Mutex
 	procs    []*exec.Cmd
 	spawned  int
+	pids     map[string]bool // every process's PID, as text
 	stopping bool
+}
+
+// ran says whether one of the pool's processes had PID pid.
+func (p *pool) ran(pid string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pids[pid]
 }
 
 // spawn starts one more worker process and waits until it polls, trying
@@ -71,6 +80,10 @@ func (p *pool) spawn() error {
 	}
 	p.procs = append(p.procs, cmd)
 	p.spawned++
+	if p.pids == nil {
+		p.pids = map[string]bool{}
+	}
+	p.pids[strconv.Itoa(cmd.Process.Pid)] = true
 	p.mu.Unlock()
 	go func() { // in procs first: a worker that dies at once is replaced
 		_ = cmd.Wait()

@@ -300,7 +300,10 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 		}
 		done <- outcome{err: &RunFailedError{Err: err}}
 	}()
-	var quiet quietRun
+	var checked struct {
+		run     string
+		attempt int32
+	}
 	wait := PollInterval
 	tick := time.NewTimer(wait)
 	defer tick.Stop()
@@ -315,10 +318,12 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 			tick.Reset(wait)
 			// The memo says the interrupt is durable; only then is the
 			// state (held calls, trace) read, and a resume sure to find it.
-			cur, id, attempt, err := interruptMemoTask(ctx, c, h, &quiet)
-			if err == nil && attempt >= 2 {
+			cur, id, attempt, err := interruptMemoTask(ctx, c, h)
+			if err == nil && attempt >= 2 && (cur.RunID != checked.run || attempt != checked.attempt) {
 				// A task retried: when the workers cannot replay the
-				// run, waiting will not help.
+				// run, waiting will not help. Each attempt's history is
+				// read once.
+				checked.run, checked.attempt = cur.RunID, attempt
 				if nd := nondeterministic(ctx, c, cur); nd != nil {
 					return nil, nd
 				}
@@ -344,27 +349,18 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 // describe answers when h's chain is the workflow ID's newest (the usual
 // case): that description holds the newest run's memo.
 func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, error) {
-	cur, id, _, err := interruptMemoTask(ctx, c, h, &quietRun{})
+	cur, id, _, err := interruptMemoTask(ctx, c, h)
 	return cur, id, err
 }
 
 // interruptMemoTask is interruptMemo with the attempt of the run's pending
 // workflow task (0: none pending, or not known).
-func interruptMemoTask(ctx context.Context, c client.Client, h Handle, quiet *quietRun) (Handle, string, int32, error) {
-	cur, info, attempt, length, err := newestTaskLen(ctx, c, h)
+func interruptMemoTask(ctx context.Context, c client.Client, h Handle) (Handle, string, int32, error) {
+	cur, info, attempt, err := newestTask(ctx, c, h)
 	if err != nil {
 		return cur, "", 0, err
 	}
-	if attempt < 2 && length > 0 && length == quiet.length {
-		quiet.ticks++
-	} else {
-		quiet.length, quiet.ticks = length, 0
-	}
-	if quiet.ticks == quietTicks {
-		// A task retried after a failure may wait in a backoff with no
-		// task pending: a history that stopped growing is read once.
-		attempt = 2
-	}
+
 	if info == nil { // a run of an older chain: read its own memo
 		desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
 		if err != nil {
@@ -386,17 +382,6 @@ func interruptMemoTask(ctx context.Context, c client.Client, h Handle, quiet *qu
 	}
 	return cur, id, attempt, nil
 }
-
-// quietRun counts Await's ticks over which a run's history kept its
-// length with no task retried.
-type quietRun struct {
-	length int64
-	ticks  int
-}
-
-// quietTicks is how many such ticks make Await read the history once for
-// a task failed on nondeterminism.
-const quietTicks = 8
 
 // memoUnreadable stands for an interrupt memo this package cannot decode.
 const memoUnreadable = "\x00unreadable"
@@ -422,21 +407,15 @@ func newest(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb
 // newestTask is newest with the attempt of the newest run's pending
 // workflow task (0: none pending).
 func newestTask(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb.WorkflowExecutionInfo, int32, error) {
-	cur, info, attempt, _, err := newestTaskLen(ctx, c, h)
-	return cur, info, attempt, err
-}
-
-// newestTaskLen is newestTask with the newest run's history length.
-func newestTaskLen(ctx context.Context, c client.Client, h Handle) (Handle, *workflowpb.WorkflowExecutionInfo, int32, int64, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, "")
 	if err != nil {
-		return h, nil, 0, 0, err
+		return h, nil, 0, err
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	if h.RunID != "" && info.GetFirstRunId() != h.RunID {
-		return h, nil, 0, 0, nil
+		return h, nil, 0, nil
 	}
-	return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, info, desc.GetPendingWorkflowTask().GetAttempt(), info.GetHistoryLength(), nil
+	return Handle{WorkflowID: h.WorkflowID, RunID: info.GetExecution().GetRunId()}, info, desc.GetPendingWorkflowTask().GetAttempt(), nil
 }
 
 // State queries a run's state so far (the newest run of its chain).
@@ -481,11 +460,15 @@ func ResumeRun(ctx context.Context, c client.Client, h Handle, in agentrun.Resum
 		out agentrun.ResumeResult
 		err error
 	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	updateID := "resume-" + hex.EncodeToString(b[:])
 	uctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan outcome, 1)
 	go func() {
 		uh, err := c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+			UpdateID:     updateID,
 			WorkflowID:   cur.WorkflowID,
 			RunID:        cur.RunID,
 			UpdateName:   agentrun.UpdateResume,
@@ -506,29 +489,52 @@ func ResumeRun(ctx context.Context, c client.Client, h Handle, in agentrun.Resum
 			close(closed)
 		}
 	}()
+	answer := func(o outcome) (agentrun.ResumeResult, error) {
+		var nf *serviceerror.NotFound
+		if errors.As(o.err, &nf) { // the run closed before the update reached it
+			return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: cur.WorkflowID}
+		}
+		return o.out, o.err
+	}
 	select {
 	case o := <-done:
-		return o.out, o.err
+		return answer(o)
 	case <-closed:
 		// An update the run had not taken when it closed is dropped
 		// with it, and its wait would last the server's poll timeout
 		// (a minute): an answer sent twice, the second as the run
-		// ended. One the run took is answered at once.
+		// ended. One the run took is in its history, with its answer.
+		took, err := updateAccepted(ctx, c, cur, updateID)
+		if err != nil {
+			return agentrun.ResumeResult{}, err
+		}
+		if !took {
+			return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: cur.WorkflowID}
+		}
 		select {
 		case o := <-done:
-			return o.out, o.err
-		case <-time.After(ResumeCloseGrace):
-			return agentrun.ResumeResult{}, &NotInterruptedError{WorkflowID: cur.WorkflowID}
+			return answer(o)
 		case <-ctx.Done():
 			return agentrun.ResumeResult{}, ctx.Err()
 		}
 	}
 }
 
-// ResumeCloseGrace is how long ResumeRun waits for its update's answer
-// once the run it was sent to has closed, before it returns
-// *NotInterruptedError.
-var ResumeCloseGrace = 2 * time.Second
+// updateAccepted says whether h's closed run accepted the update id (its
+// history has the update's accepted event).
+func updateAccepted(ctx context.Context, c client.Client, h Handle, id string) (bool, error) {
+	it := c.GetWorkflowHistory(ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return false, fmt.Errorf("agent: resume %q: reading its history: %w", h.WorkflowID, err)
+		}
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && (a.GetProtocolInstanceId() == id || a.GetAcceptedRequest().GetMeta().GetUpdateId() == id) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
 
 // runCloses waits until h's run closes (true) or ctx ends (false). The
 // wait is the server's long poll for the run's close, read without
