@@ -72,9 +72,12 @@ func TestCLIDev(t *testing.T) {
 	}
 	// Quiet by default: the server's logs are warnings and errors only, as
 	// printable text; the banner stands out on stdout.
+	// (How many warnings a stop prints varies with the machine's load:
+	// the bound is loose, the level is not.)
 	logs := strings.Split(strings.TrimSpace(errb.String()), "\n")
-	assert.LessOrEqual(t, len(logs), 10, "stderr:\n%s", errb.String())
+	assert.LessOrEqual(t, len(logs), 30, "stderr:\n%s", errb.String())
 	for _, l := range logs {
+		assert.False(t, strings.Contains(l, " INFO ") || strings.Contains(l, " DEBUG "), "only warnings and errors: %q", l)
 		for _, r := range l {
 			require.True(t, r == '\t' || unicode.IsPrint(r), "non-printable byte in %q", l)
 		}

@@ -327,6 +327,6 @@ func TestSoakUpgrade(t *testing.T) {
 		}
 		t.Logf("stuck %d, nondeterministic %d, nondeterminism failures %d, replay failures %d", sum.Stuck, sum.Nondeterministic,
 			sum.NondeterminismFailures, sum.ReplayFailures)
-		require.NotEmpty(t, regexp.MustCompile(`tulip: soak: run t\d+k\d+ .*(nondeterminism|does not replay|cannot go on)`).FindString(stderr), tail(stderr))
+		require.NotEmpty(t, regexp.MustCompile(`tulip: soak: run t\d+k\d+ .*(nondeterminism|does not replay|cannot go on|stuck)`).FindString(stderr), tail(stderr))
 	})
 }
