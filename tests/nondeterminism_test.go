@@ -11,32 +11,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/agent"
+	"github.com/tulip-temporal/tulip/cmd/soak"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
 )
-
-// stepAtStart is a workflow change made without workflow.GetVersion: every
-// workflow records a side effect when it starts, which no earlier build's
-// history has (a library upgrade that added a step, say).
-type stepAtStart struct {
-	interceptor.WorkerInterceptorBase
-}
-
-func (*stepAtStart) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	return &stepAtStartInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
-}
-
-type stepAtStartInbound struct {
-	interceptor.WorkflowInboundInterceptorBase
-}
-
-func (i *stepAtStartInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
-	_ = workflow.SideEffect(ctx, func(workflow.Context) any { return 1 })
-	return i.Next.ExecuteWorkflow(ctx, in)
-}
 
 // startChangedWorker starts a worker of tq with the plugin over opts and
 // the extra interceptors.
@@ -77,7 +57,7 @@ func TestNondeterminismIsTyped(t *testing.T) {
 
 			var changed []interceptor.WorkerInterceptor
 			if incompatible {
-				changed = append(changed, &stepAtStart{})
+				changed = append(changed, &soak.StepAtStart{}) // a side effect at every start
 			}
 			next := startChangedWorker(t, c, tq, b.options(bill), changed...)
 			require.NoError(t, run.ResumeBySignal(ctxT(t), agent.Approve(res.Interrupt.ID)))

@@ -2,9 +2,7 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -45,14 +40,6 @@ func playbookBlocks(t *testing.T) [][]string {
 	return blocks
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // docs/deploy.md's upgrade playbook, run as written: the lines of its sh
 // blocks, in order, through the tulip command line (its ports, deployment,
 // task queue and directory swapped for the test's own; $MODEL_URL a
@@ -64,7 +51,7 @@ func TestDeployPlaybook(t *testing.T) {
 	blocks := playbookBlocks(t)
 	require.Len(t, blocks, 4, "version, gate, roll out, roll back")
 	m := newServeModel(t, 0)
-	oldAddr, newAddr := freeAddr(t), freeAddr(t)
+	oldAddr, newAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t)), fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
 	deployment := fmt.Sprintf("playbook-%d", time.Now().UnixNano())
 	tq := taskQueue("playbook")
 	recent := filepath.Join(t.TempDir(), "recent") + "/"
@@ -97,24 +84,11 @@ func TestDeployPlaybook(t *testing.T) {
 		require.Equal(t, 0, code, "%s\n%s%s", line, stdout, stderr)
 		t.Logf("%s\n%s", line, strings.TrimSpace(stdout))
 	}
-	// buildOf sends a request through base and returns the build its run
-	// ran on.
-	buildOf := func(base string) string {
+	// buildOf sends a request through the API at addr and returns the
+	// build its run ran on.
+	buildOf := func(addr string) string {
 		t.Helper()
-		oc := openai.NewClient(option.WithBaseURL("http://"+base+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
-		r, err := oc.Responses.New(ctxT(t), responses.ResponseNewParams{Model: "support",
-			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Please refund ord-7")}})
-		require.NoError(t, err)
-		require.Equal(t, responses.ResponseStatusCompleted, r.Status)
-		var meta struct {
-			Metadata struct {
-				Thread string `json:"tulip_thread"`
-			} `json:"metadata"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(r.RawJSON()), &meta))
-		desc, err := dial(t, server.Address()).DescribeWorkflowExecution(ctxT(t), meta.Metadata.Thread, "")
-		require.NoError(t, err)
-		return desc.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
+		return requestVersioning(t, "http://"+addr).GetDeploymentVersion().GetBuildId()
 	}
 
 	for _, l := range blocks[0] { // version

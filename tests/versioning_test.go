@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -158,16 +159,11 @@ func TestContinueAsNewTakesTheCurrentVersion(t *testing.T) {
 // --build-id) and `tulip set-current-version` makes it current: tulip
 // serve's run then executes on that version, pinned (the server says so).
 // The two flags go together.
-func TestCLIDeployment(t *testing.T) {
-	m := newServeModel(t, 0)
-	deployment := fmt.Sprintf("cli-agent-%d", time.Now().UnixNano())
-	tq := taskQueue(t.Name())
-	base, _ := startServe(t, "--address", server.Address(), "--task-queue", tq, "--base-url", m.URL+"/v1", "--model", "scripted",
-		"--deployment", deployment, "--build-id", "b1")
-	stdout, stderr, code := runCLI(t, "set-current-version", "--deployment", deployment, "--build-id", "b1", "--address", server.Address())
-	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "current version b1")
-
+// requestVersioning asks tulip serve at base (its URL, before /v1) for a
+// refund and returns the versioning of the thread's run: the build it
+// ran on, and how.
+func requestVersioning(t *testing.T, base string) *workflowpb.WorkflowExecutionVersioningInfo {
+	t.Helper()
 	oc := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	r, err := oc.Responses.New(ctxT(t), responses.ResponseNewParams{Model: "support",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Please refund ord-7")}})
@@ -181,7 +177,20 @@ func TestCLIDeployment(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.RawJSON()), &meta))
 	desc, err := dial(t, server.Address()).DescribeWorkflowExecution(ctxT(t), meta.Metadata.Thread, "")
 	require.NoError(t, err)
-	vi := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
+	return desc.GetWorkflowExecutionInfo().GetVersioningInfo()
+}
+
+func TestCLIDeployment(t *testing.T) {
+	m := newServeModel(t, 0)
+	deployment := fmt.Sprintf("cli-agent-%d", time.Now().UnixNano())
+	tq := taskQueue(t.Name())
+	base, _ := startServe(t, "--address", server.Address(), "--task-queue", tq, "--base-url", m.URL+"/v1", "--model", "scripted",
+		"--deployment", deployment, "--build-id", "b1")
+	stdout, stderr, code := runCLI(t, "set-current-version", "--deployment", deployment, "--build-id", "b1", "--address", server.Address())
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "current version b1")
+
+	vi := requestVersioning(t, base)
 	assert.Equal(t, "b1", vi.GetDeploymentVersion().GetBuildId(), "the run ran on the deployment's version")
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, vi.GetBehavior())
 

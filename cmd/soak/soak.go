@@ -513,7 +513,7 @@ func (s *soak) replay(ctx context.Context, runs []*run) error {
 		}
 		ro := sdkworker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc}
 		if build == BuildV2 {
-			ro.Interceptors = append(ro.Interceptors, &stepAtStart{})
+			ro.Interceptors = append(ro.Interceptors, &StepAtStart{})
 		}
 		if replayers[build], err = newReplayer(wo, ro); err != nil {
 			return err

@@ -199,13 +199,16 @@ func v2Tools(tools []*activities.Tool, bill billing.Client) ([]*activities.Tool,
 	return append(out, status), nil
 }
 
-// stepAtStart is v2's workflow change made without workflow.GetVersion:
-// every run records a side effect when it starts, which no v1 history has.
-type stepAtStart struct {
+// StepAtStart is v2's workflow change made without workflow.GetVersion:
+// every workflow records a side effect when it starts, which no v1 history
+// has (a library upgrade that added a step, say). Installed on a worker,
+// it cannot replay a run an earlier build started.
+type StepAtStart struct {
 	interceptor.WorkerInterceptorBase
 }
 
-func (*stepAtStart) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+// InterceptWorkflow records the side effect before the workflow runs.
+func (*StepAtStart) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
 	return &stepAtStartInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
 }
 

@@ -234,7 +234,7 @@ func RunWorker(ctx context.Context, opts WorkerOptions) error {
 			Version: sdkworker.WorkerDeploymentVersion{DeploymentName: opts.Deployment, BuildID: opts.BuildID}}
 	}
 	if opts.V2 {
-		so.Interceptors = append(so.Interceptors, &stepAtStart{})
+		so.Interceptors = append(so.Interceptors, &StepAtStart{})
 	}
 	if opts.Attempts != "" {
 		f, err := os.OpenFile(opts.Attempts, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -318,7 +318,7 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 			tick.Reset(wait)
 			// The memo says the interrupt is durable; only then is the
 			// state (held calls, trace) read, and a resume sure to find it.
-			cur, id, attempt, err := interruptMemoTask(ctx, c, h)
+			cur, id, attempt, err := interruptMemo(ctx, c, h)
 			if err == nil && attempt >= 2 && (cur.RunID != checked.run || attempt != checked.attempt) {
 				// A task retried: when the workers cannot replay the
 				// run, waiting will not help. Each attempt's history is
@@ -345,17 +345,11 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 }
 
 // interruptMemo reads the durable interrupt id ("" when none) of the
-// newest run of h's continue-as-new chain, and that run's handle. One
-// describe answers when h's chain is the workflow ID's newest (the usual
-// case): that description holds the newest run's memo.
-func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, error) {
-	cur, id, _, err := interruptMemoTask(ctx, c, h)
-	return cur, id, err
-}
-
-// interruptMemoTask is interruptMemo with the attempt of the run's pending
-// workflow task (0: none pending, or not known).
-func interruptMemoTask(ctx context.Context, c client.Client, h Handle) (Handle, string, int32, error) {
+// newest run of h's continue-as-new chain, that run's handle, and the
+// attempt of its pending workflow task (0: none pending, or not known).
+// One describe answers when h's chain is the workflow ID's newest (the
+// usual case): that description holds the newest run's memo.
+func interruptMemo(ctx context.Context, c client.Client, h Handle) (Handle, string, int32, error) {
 	cur, info, attempt, err := newestTask(ctx, c, h)
 	if err != nil {
 		return cur, "", 0, err

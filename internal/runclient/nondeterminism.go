@@ -3,6 +3,7 @@ package runclient
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -28,7 +29,7 @@ type NondeterminismError struct {
 
 func (e *NondeterminismError) Error() string {
 	return fmt.Sprintf("agent run %s (run %s) cannot go on: the workers' code does not replay its history (event %d: %s); roll the workers back, or deploy on a Worker Deployment Version (docs/deploy.md)",
-		e.Handle.WorkflowID, e.Handle.RunID, e.EventID, firstLine(e.Message))
+		e.Handle.WorkflowID, e.Handle.RunID, e.EventID, strings.SplitN(e.Message, "\n", 2)[0])
 }
 
 // Kind is tulip.Nondeterminism.
@@ -63,13 +64,4 @@ func nondeterministic(ctx context.Context, c client.Client, h Handle) *Nondeterm
 		}
 	}
 	return found
-}
-
-func firstLine(s string) string {
-	for i := range len(s) {
-		if s[i] == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }
