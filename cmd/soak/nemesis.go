@@ -27,7 +27,8 @@ const (
 	HistoryDelete = "history_delete"
 	// S3Restart restarts the S3 server's gateway; S3Pause SIGSTOPs it
 	// for PauseFor; S3SlowDown has the proxy in front of it answer 503
-	// SlowDown for PauseFor.
+	// SlowDown for PauseFor (longer, up to three times, until it has
+	// refused a request).
 	S3Restart  = "s3_restart"
 	S3Pause    = "s3_pause"
 	S3SlowDown = "s3_slow_down"
@@ -179,8 +180,16 @@ func (n *nemesis) inject(ctx context.Context, kind string) {
 			err = n.s3.Resume()
 		}
 	case S3SlowDown:
+		// A slow-down that refused nothing was no fault: with few threads
+		// a window can pass with no request in it (workers restarting, a
+		// model call in flight), so the window stays open until it has
+		// refused one, for at most three times its length.
+		before := n.s3proxy.Refused()
 		n.s3proxy.Fail(true)
 		sleep(ctx, n.delayFor)
+		for end := time.Now().Add(2 * n.delayFor); n.s3proxy.Refused() == before && time.Now().Before(end) && ctx.Err() == nil; {
+			sleep(ctx, 100*time.Millisecond)
+		}
 		n.s3proxy.Fail(false)
 	case ProxyDrop:
 		n.proxy.Drop()

@@ -6,8 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/tulip-temporal/tulip/devserver"
-	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Options configure Run. Every zero value is documented; Run fills them in.
@@ -96,7 +97,8 @@ type Options struct {
 	Store string
 	// S3Restarts, S3Pauses and S3SlowDowns, with Store "s3": restart the
 	// S3 server's gateway, SIGSTOP it for PauseFor, or have the proxy
-	// answer every request 503 SlowDown for PauseFor, this many times
+	// answer every request 503 SlowDown for PauseFor (until it has refused
+	// one, for at most three times PauseFor), this many times
 	// each. Zero value: none.
 	S3Restarts, S3Pauses, S3SlowDowns int
 	// OnUnknown is issue_refund's ToolSpec.OnUnknown in the workers: ""
@@ -191,7 +193,7 @@ func (o *Options) fill() error {
 	switch {
 	case o.Workers < 1 || o.Threads < 1 || o.Runs < 0 || o.Duration < 0:
 		return &UsageError{"workers and threads must be at least 1, runs and duration not negative"}
-	case o.OnUnknown != "" && o.OnUnknown != activities.OnUnknownCheck && o.OnUnknown != activities.OnUnknownHold:
+	case o.OnUnknown != "" && o.OnUnknown != protocol.OnUnknownCheck && o.OnUnknown != protocol.OnUnknownHold:
 		return &UsageError{fmt.Sprintf("--on-unknown %q: check, hold, or none (retry)", o.OnUnknown)}
 	case o.EffectKills < 0 || o.EffectKills > 1:
 		return &UsageError{fmt.Sprintf("--effect-kills %v: a chance, 0 to 1", o.EffectKills)}
