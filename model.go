@@ -3,6 +3,8 @@ package tulip
 import (
 	"context"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
@@ -155,7 +157,7 @@ func (a model) Respond(ctx context.Context, req activities.ModelRequest) (activi
 		Turn: req.Turn, Phase: req.Phase, PhaseTurn: req.PhaseTurn, Messages: publicMessages(req.Messages),
 		Tools: publicSpecs(req.Tools), Instructions: req.Instructions, Params: (*ModelParams)(req.Params), Summary: req.Summary, OnText: req.OnText})
 	return activities.ModelResponse{Text: resp.Text, ToolCalls: internalCalls(resp.ToolCalls),
-		InstallHooks: resp.InstallHooks, RemoveHooks: resp.RemoveHooks, Usage: (*activities.Usage)(resp.Usage)}, err
+		InstallHooks: resp.InstallHooks, RemoveHooks: resp.RemoveHooks, Usage: (*threadstate.Usage)(resp.Usage)}, err
 }
 
 // policy adapts a ConversationPolicy to the model activity's.
@@ -163,18 +165,18 @@ func policy(p ConversationPolicy) activities.ConversationPolicy {
 	if p == nil {
 		return nil
 	}
-	return func(msgs []activities.Message) []activities.Message {
+	return func(msgs []threadstate.Message) []threadstate.Message {
 		pub := p(publicMessages(msgs))
-		out := make([]activities.Message, len(pub))
+		out := make([]threadstate.Message, len(pub))
 		for i, m := range pub {
-			out[i] = activities.Message{Role: m.Role, Content: m.Content, ToolCalls: internalCalls(m.ToolCalls),
+			out[i] = threadstate.Message{Role: m.Role, Content: m.Content, ToolCalls: internalCalls(m.ToolCalls),
 				ToolCallID: m.ToolCallID, Served: m.Served}
 		}
 		return out
 	}
 }
 
-func publicMessages(msgs []activities.Message) []Message {
+func publicMessages(msgs []threadstate.Message) []Message {
 	if msgs == nil {
 		return nil
 	}
@@ -186,7 +188,7 @@ func publicMessages(msgs []activities.Message) []Message {
 	return out
 }
 
-func publicCalls(calls []activities.ToolCall) []ToolCall {
+func publicCalls(calls []threadstate.ToolCall) []ToolCall {
 	if calls == nil {
 		return nil
 	}
@@ -197,13 +199,13 @@ func publicCalls(calls []activities.ToolCall) []ToolCall {
 	return out
 }
 
-func internalCalls(calls []ToolCall) []activities.ToolCall {
+func internalCalls(calls []ToolCall) []threadstate.ToolCall {
 	if calls == nil {
 		return nil
 	}
-	out := make([]activities.ToolCall, len(calls))
+	out := make([]threadstate.ToolCall, len(calls))
 	for i, c := range calls {
-		out[i] = activities.ToolCall(c)
+		out[i] = threadstate.ToolCall(c)
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -232,7 +234,7 @@ func (o Options) internal() workerplugin.Options {
 		}
 	}
 	if o.ThreadStore != nil {
-		w.Checkpointer = activities.TemporalCheckpointer{Store: store{o.ThreadStore}}
+		w.Checkpointer = threadstate.TemporalCheckpointer{Store: store{o.ThreadStore}}
 	}
 	if o.ConversationCacheBytes > 0 {
 		w.ConversationCache = activities.NewConversationCacheBytes(activities.DefaultCacheNodes, o.ConversationCacheBytes)

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"time"
 
-	"go.temporal.io/sdk/converter"
+	"github.com/tulip-temporal/tulip/internal/threadstore"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"go.temporal.io/sdk/converter"
 )
 
 // ThreadStore keeps each thread's state outside Temporal, so that a thread
@@ -47,11 +49,11 @@ type DirStore struct {
 
 // Path is the file that holds threadID's state (its name a digest of the
 // ID); an entry moved aside is beside it, Path+".bad-"+a time.
-func (d DirStore) Path(threadID string) string { return activities.DirStore(d).Path(threadID) }
+func (d DirStore) Path(threadID string) string { return threadstore.DirStore(d).Path(threadID) }
 
 // Load implements ThreadStore.
 func (d DirStore) Load(ctx context.Context, ref ThreadRef) (*ThreadState, error) {
-	cp, err := activities.DirStore(d).Load(ctx, activities.ThreadRef(ref))
+	cp, err := threadstore.DirStore(d).Load(ctx, threadstate.ThreadRef(ref))
 	if err != nil {
 		return nil, publicEntryError(err)
 	}
@@ -64,7 +66,7 @@ func (d DirStore) Save(ctx context.Context, ref ThreadRef, state *ThreadState) e
 	if err != nil {
 		return err
 	}
-	return publicEntryError(activities.DirStore(d).Save(ctx, activities.ThreadRef(ref), cp))
+	return publicEntryError(threadstore.DirStore(d).Save(ctx, threadstate.ThreadRef(ref), cp))
 }
 
 // ThreadRef names the thread a run belongs to, and the run.
@@ -103,7 +105,7 @@ type ThreadState struct {
 	// UsageByModel is Usage per model: the name the runs asked their
 	// worker for (agent.Options.Model).
 	UsageByModel map[string]*Usage
-	cp           *activities.Checkpoint
+	cp           *threadstate.Checkpoint
 }
 
 // MarshalJSON is the state as a store keeps it.
@@ -111,7 +113,7 @@ func (s *ThreadState) MarshalJSON() ([]byte, error) { return json.Marshal(s.cp) 
 
 // UnmarshalJSON reads a state a store kept.
 func (s *ThreadState) UnmarshalJSON(b []byte) error {
-	cp := &activities.Checkpoint{}
+	cp := &threadstate.Checkpoint{}
 	if err := json.Unmarshal(b, cp); err != nil {
 		return err
 	}
@@ -120,7 +122,7 @@ func (s *ThreadState) UnmarshalJSON(b []byte) error {
 }
 
 // internal is the runtime's state s holds.
-func (s *ThreadState) internal() (*activities.Checkpoint, error) {
+func (s *ThreadState) internal() (*threadstate.Checkpoint, error) {
 	if s == nil {
 		return nil, nil
 	}
@@ -130,7 +132,7 @@ func (s *ThreadState) internal() (*activities.Checkpoint, error) {
 	return s.cp, nil
 }
 
-func publicState(cp *activities.Checkpoint) *ThreadState {
+func publicState(cp *threadstate.Checkpoint) *ThreadState {
 	if cp == nil {
 		return nil
 	}
@@ -160,7 +162,7 @@ type StoreEntryError struct {
 }
 
 func (e *StoreEntryError) Error() string {
-	return (&activities.EntryError{Thread: e.Thread, Entry: e.Entry, Err: e.Err}).Error()
+	return (&threadstate.EntryError{Thread: e.Thread, Entry: e.Entry, Err: e.Err}).Error()
 }
 
 // Unwrap is Err.
@@ -169,7 +171,7 @@ func (e *StoreEntryError) Unwrap() error { return e.Err }
 // publicEntryError is err with the runtime's entry error as a
 // StoreEntryError.
 func publicEntryError(err error) error {
-	var ie *activities.EntryError
+	var ie *threadstate.EntryError
 	if errors.As(err, &ie) {
 		return &StoreEntryError{Thread: ie.Thread, Entry: ie.Entry, Err: ie.Err}
 	}
@@ -179,23 +181,23 @@ func publicEntryError(err error) error {
 // store adapts a ThreadStore to the runtime's.
 type store struct{ s ThreadStore }
 
-func (a store) Load(ctx context.Context, ref activities.ThreadRef) (*activities.Checkpoint, error) {
+func (a store) Load(ctx context.Context, ref threadstate.ThreadRef) (*threadstate.Checkpoint, error) {
 	st, err := a.s.Load(ctx, ThreadRef(ref))
 	if err != nil {
 		var pe *StoreEntryError
 		if errors.As(err, &pe) {
-			return nil, &activities.EntryError{Thread: pe.Thread, Entry: pe.Entry, Err: pe.Err}
+			return nil, &threadstate.EntryError{Thread: pe.Thread, Entry: pe.Entry, Err: pe.Err}
 		}
 		return nil, err
 	}
 	return st.internal()
 }
 
-func (a store) Save(ctx context.Context, ref activities.ThreadRef, cp *activities.Checkpoint) error {
+func (a store) Save(ctx context.Context, ref threadstate.ThreadRef, cp *threadstate.Checkpoint) error {
 	err := a.s.Save(ctx, ThreadRef(ref), publicState(cp))
 	var pe *StoreEntryError
 	if errors.As(err, &pe) {
-		return &activities.EntryError{Thread: pe.Thread, Entry: pe.Entry, Err: pe.Err}
+		return &threadstate.EntryError{Thread: pe.Thread, Entry: pe.Entry, Err: pe.Err}
 	}
 	return err
 }
@@ -204,12 +206,12 @@ func init() {
 	// s3store, storetest, the CLI and the module's tests hold the
 	// runtime's states and stores on one side and public ones on the
 	// other.
-	activities.PublicStore = func(s any) activities.Checkpointer {
-		if is, ok := s.(activities.Checkpointer); ok {
+	threadstate.PublicStore = func(s any) threadstate.Checkpointer {
+		if is, ok := s.(threadstate.Checkpointer); ok {
 			return is
 		}
 		return store{s.(ThreadStore)}
 	}
-	activities.PublicState = func(cp *activities.Checkpoint) any { return publicState(cp) }
-	activities.StateOf = func(st any) (*activities.Checkpoint, error) { return st.(*ThreadState).internal() }
+	threadstate.PublicState = func(cp *threadstate.Checkpoint) any { return publicState(cp) }
+	threadstate.StateOf = func(st any) (*threadstate.Checkpoint, error) { return st.(*ThreadState).internal() }
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -172,7 +174,7 @@ type ToolOutput struct {
 // is encoded as JSON. The body reads its downstream key with
 // IdempotencyKey and sends it to the service it calls.
 func NewTool[Args, Result any](spec ToolSpec, body func(ctx context.Context, args Args) (Result, error), opts ...ToolOptions) (*Tool, error) {
-	t, err := activities.NewTool(activities.ToolSpec(spec), body, internalToolOptions(opts)...)
+	t, err := activities.NewTool(protocol.ToolSpec(spec), body, internalToolOptions(opts)...)
 	if err != nil {
 		return nil, &declarationError{err}
 	}
@@ -192,7 +194,7 @@ func (e *declarationError) Kind() ErrorKind { return BadInput }
 // MustTool is NewTool that panics on a declaration error, for
 // package-level tool variables.
 func MustTool[Args, Result any](spec ToolSpec, body func(ctx context.Context, args Args) (Result, error), opts ...ToolOptions) *Tool {
-	return &Tool{activities.MustTool(activities.ToolSpec(spec), body, internalToolOptions(opts)...)}
+	return &Tool{activities.MustTool(protocol.ToolSpec(spec), body, internalToolOptions(opts)...)}
 }
 
 // IdempotencyKey returns the downstream idempotency key of the tool call
@@ -243,7 +245,7 @@ type toolset struct{ ts Toolset }
 
 func (a toolset) Name() string { return a.ts.Name() }
 
-func (a toolset) Tools(ctx context.Context) ([]activities.ToolSpec, error) {
+func (a toolset) Tools(ctx context.Context) ([]protocol.ToolSpec, error) {
 	specs, err := a.ts.Tools(ctx)
 	return internalSpecs(specs), err
 }
@@ -289,18 +291,18 @@ func (a publicToolset) Call(ctx context.Context, in ToolInput) (ToolOutput, erro
 	return ToolOutput{Result: out.Result}, err
 }
 
-func internalSpecs(specs []ToolSpec) []activities.ToolSpec {
+func internalSpecs(specs []ToolSpec) []protocol.ToolSpec {
 	if specs == nil {
 		return nil
 	}
-	out := make([]activities.ToolSpec, len(specs))
+	out := make([]protocol.ToolSpec, len(specs))
 	for i, s := range specs {
-		out[i] = activities.ToolSpec(s)
+		out[i] = protocol.ToolSpec(s)
 	}
 	return out
 }
 
-func publicSpecs(specs []activities.ToolSpec) []ToolSpec {
+func publicSpecs(specs []protocol.ToolSpec) []ToolSpec {
 	if specs == nil {
 		return nil
 	}
@@ -376,7 +378,7 @@ type AgentToolOptions struct {
 // Interrupt.Agent names its path, and the caller's resume answers it.
 // spec's Parameters, Local, OnUnknown and KeyTemplate must be unset.
 func AgentTool(spec ToolSpec, opts AgentToolOptions) (*Tool, error) {
-	t, err := activities.NewAgentTool(activities.ToolSpec(spec), activities.SubAgent{Agent: opts.Agent, Model: opts.Model,
+	t, err := activities.NewAgentTool(protocol.ToolSpec(spec), activities.SubAgent{Agent: opts.Agent, Model: opts.Model,
 		TaskQueue: opts.TaskQueue, Instructions: opts.Instructions, Hooks: opts.Hooks, Tools: slices.Clone(opts.Tools), MaxTurns: opts.MaxTurns})
 	if err != nil {
 		return nil, &declarationError{err}

@@ -19,12 +19,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	historypb "go.temporal.io/api/history/v1"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
@@ -177,17 +178,17 @@ func (opts Options) runOptions() runclient.RunOptions {
 		SequentialCalls: opts.SequentialCalls, ContinueAfterTurns: opts.ContinueAfterTurns,
 		ContinueAfterBytes: opts.ContinueAfterBytes, Stream: (*agentrun.StreamOptions)(opts.Stream),
 		WorkflowExecutionTimeout: opts.ExecutionTimeout, WorkflowTaskTimeout: opts.TaskTimeout,
-		Instructions: opts.Instructions, Params: (*activities.ModelParams)(opts.Params), ClientTools: clientTools(opts.ClientTools), ClientTimeout: opts.ClientTimeout}
+		Instructions: opts.Instructions, Params: (*protocol.ModelParams)(opts.Params), ClientTools: clientTools(opts.ClientTools), ClientTimeout: opts.ClientTimeout}
 }
 
 // clientTools are specs as the run's input takes them.
-func clientTools(specs []tulip.ToolSpec) []activities.ToolSpec {
+func clientTools(specs []tulip.ToolSpec) []protocol.ToolSpec {
 	if specs == nil {
 		return nil
 	}
-	out := make([]activities.ToolSpec, len(specs))
+	out := make([]protocol.ToolSpec, len(specs))
 	for i, s := range specs {
-		out[i] = activities.ToolSpec(s)
+		out[i] = protocol.ToolSpec(s)
 	}
 	return out
 }

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/internal/activities"
 
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
@@ -111,9 +112,9 @@ func (e *NotInterruptedError) err() error {
 }
 
 // state is cp as a *tulip.ThreadState (nil for nil).
-func state(cp *activities.Checkpoint) *tulip.ThreadState {
+func state(cp *threadstate.Checkpoint) *tulip.ThreadState {
 	if cp == nil {
 		return nil
 	}
-	return activities.PublicState(cp).(*tulip.ThreadState)
+	return threadstate.PublicState(cp).(*tulip.ThreadState)
 }

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -43,11 +44,11 @@ func TestResultKeepsEveryField(t *testing.T) {
 			Unknown: &agentrun.Unknown{Cause: "lost", Checks: 2, Retries: 1, Holds: 1, Resolution: agentrun.ResolvedRetried}}},
 		Interrupt: &agentrun.Interrupt{ID: "i", Turn: 2, Hook: "h", Reason: "r"},
 		Error:     "e", ContinuedAsNew: 2, Summary: map[agentrun.Outcome]int{agentrun.OutcomeCached: 1},
-		ClientTools: []string{"ct"}, StoreError: "s", Usage: &activities.Usage{PromptTokens: 3, CompletionTokens: 2},
-		ThreadUsage: &activities.Usage{PromptTokens: 9, CompletionTokens: 4, CachedTokens: 1},
-		Checkpoint: &activities.Checkpoint{Run: "r", Agents: map[string]json.RawMessage{"": json.RawMessage(`{"records":[]}`)},
-			Messages: []activities.Message{{Role: "user", Content: "hi"}}, Minted: map[string]int{"": 2}},
-		State: &activities.Checkpoint{Run: "r", Conversation: &activities.ConversationRef{Count: 3, Digest: "d"}}}
+		ClientTools: []string{"ct"}, StoreError: "s", Usage: &threadstate.Usage{PromptTokens: 3, CompletionTokens: 2},
+		ThreadUsage: &threadstate.Usage{PromptTokens: 9, CompletionTokens: 4, CachedTokens: 1},
+		Checkpoint: &threadstate.Checkpoint{Run: "r", Agents: map[string]json.RawMessage{"": json.RawMessage(`{"records":[]}`)},
+			Messages: []threadstate.Message{{Role: "user", Content: "hi"}}, Minted: map[string]int{"": 2}},
+		State: &threadstate.Checkpoint{Run: "r", Conversation: &threadstate.ConversationRef{Count: 3, Digest: "d"}}}
 	out, err := result(in)
 	require.NoError(t, err)
 	assert.Equal(t, Served, out.Trace[0].Outcome)

@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
 
@@ -90,17 +91,17 @@ func (r *Run) Watch(ctx context.Context, from int64, fn func(Event) error) error
 		func(it streams.Item) error {
 			ev := Event{Offset: it.Offset}
 			switch it.Topic {
-			case activities.TopicCalls:
+			case protocol.TopicCalls:
 				ev.Call = &CallItem{}
 				if it.Decode(ev.Call) != nil {
 					return nil
 				}
-			case activities.TopicText:
+			case protocol.TopicText:
 				ev.Text = &TextItem{}
 				if it.Decode(ev.Text) != nil {
 					return nil
 				}
-			case activities.TopicContext:
+			case protocol.TopicContext:
 				ev.Compaction = &Compaction{}
 				if it.Decode(ev.Compaction) != nil {
 					return nil

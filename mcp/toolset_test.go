@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // annotatedServer lists tools with every kind of annotation.
@@ -244,9 +245,9 @@ func TestCallErrors(t *testing.T) {
 	}{
 		{"isError", "fail", `{}`, string(ErrToolError), "disk full\ntry later"},
 		{"unknown tool", "nope", `{}`, string(ErrProtocolError), `unknown tool "nope"`},
-		{"arguments not an object", "record", `[1]`, activities.ErrArgumentDecode, "not a JSON object"},
-		{"arguments not JSON", "record", `{"a":`, activities.ErrArgumentDecode, "do not decode"},
-		{"trailing data", "record", `{} {}`, activities.ErrArgumentDecode, "trailing data"},
+		{"arguments not an object", "record", `[1]`, protocol.ErrArgumentDecode, "not a JSON object"},
+		{"arguments not JSON", "record", `{"a":`, protocol.ErrArgumentDecode, "do not decode"},
+		{"trailing data", "record", `{} {}`, protocol.ErrArgumentDecode, "trailing data"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,6 +11,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstore"
+
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -18,7 +22,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // MaxRaces is how many times a save reads again after losing a race (a
@@ -61,19 +64,19 @@ func (s *ThreadStore) AsidePrefix(threadID string) string {
 // Load implements tulip.ThreadStore.
 func (s *ThreadStore) Load(ctx context.Context, ref tulip.ThreadRef) (*tulip.ThreadState, error) {
 	h, _, err := s.read(ctx, ref.ThreadID)
-	var bad *activities.EntryError
+	var bad *threadstate.EntryError
 	if errors.As(err, &bad) {
 		return nil, &tulip.StoreEntryError{Thread: bad.Thread, Entry: bad.Entry, Err: bad.Err}
 	}
 	if err != nil || h == nil {
 		return nil, err
 	}
-	return activities.PublicState(h.State).(*tulip.ThreadState), nil
+	return threadstate.PublicState(h.State).(*tulip.ThreadState), nil
 }
 
 // read returns the thread's head and its ETag (nil, "" when there is
 // none).
-func (s *ThreadStore) read(ctx context.Context, threadID string) (*activities.StoredHead, string, error) {
+func (s *ThreadStore) read(ctx context.Context, threadID string) (*threadstore.StoredHead, string, error) {
 	key := s.Key(threadID)
 	out, err := s.b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.b.bucket, Key: &key})
 	var missing *types.NoSuchKey
@@ -91,9 +94,9 @@ func (s *ThreadStore) read(ctx context.Context, threadID string) (*activities.St
 	}
 	entry := "s3://" + s.b.bucket + "/" + key
 	if len(body) > MaxEntryBytes {
-		return nil, etag, &activities.EntryError{Thread: threadID, Entry: entry, Err: fmt.Errorf("over %d bytes", MaxEntryBytes)}
+		return nil, etag, &threadstate.EntryError{Thread: threadID, Entry: entry, Err: fmt.Errorf("over %d bytes", MaxEntryBytes)}
 	}
-	h, err := activities.DecodeHead(body, s.codec, threadID, entry)
+	h, err := threadstore.DecodeHead(body, s.codec, threadID, entry)
 	return h, etag, err
 }
 
@@ -104,18 +107,18 @@ func (s *ThreadStore) read(ctx context.Context, threadID string) (*activities.St
 // again and decides again. An entry that cannot be read is copied aside
 // (Prefix+"aside/...", never deleted), logged once, and replaced.
 func (s *ThreadStore) Save(ctx context.Context, ref tulip.ThreadRef, state *tulip.ThreadState) error {
-	cp, err := activities.StateOf(state)
+	cp, err := threadstate.StateOf(state)
 	if err != nil {
 		return err
 	}
-	body, err := activities.EncodeHead(activities.StoredHead{Thread: ref.ThreadID, Run: ref.RunID, Started: ref.Started, State: cp}, s.codec)
+	body, err := threadstore.EncodeHead(threadstore.StoredHead{Thread: ref.ThreadID, Run: ref.RunID, Started: ref.Started, State: cp}, s.codec)
 	if err != nil {
 		return err
 	}
 	key := s.Key(ref.ThreadID)
 	for range MaxRaces {
 		old, etag, err := s.read(ctx, ref.ThreadID)
-		var bad *activities.EntryError
+		var bad *threadstate.EntryError
 		switch {
 		case errors.As(err, &bad):
 			aside := fmt.Sprintf("%s%d", s.AsidePrefix(ref.ThreadID), time.Now().UnixNano())
@@ -126,11 +129,11 @@ func (s *ThreadStore) Save(ctx context.Context, ref tulip.ThreadRef, state *tuli
 				}
 				return fmt.Errorf("s3store: moving %s aside: %w", key, err)
 			}
-			activities.StoreLog(ctx, "tulip: thread store entry cannot be read; moved aside, saving the run's state fresh",
+			threadstore.StoreLog(ctx, "tulip: thread store entry cannot be read; moved aside, saving the run's state fresh",
 				"thread", ref.ThreadID, "entry", bad.Entry, "aside", "s3://"+s.b.bucket+"/"+aside, "reason", bad.Err.Error())
 		case err != nil:
 			return err
-		case !activities.Newer(old, ref.Started):
+		case !threadstore.Newer(old, ref.Started):
 			return nil
 		}
 		in := &s3.PutObjectInput{Bucket: &s.b.bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body)))}

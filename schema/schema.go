@@ -7,7 +7,7 @@
 // the library's, with no dependency); this module wraps it and will be
 // removed. Its errors keep their *Error type and text.
 //
-//	refund := schema.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true},
+//	refund := schema.MustTool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true},
 //		func(ctx context.Context, a struct {
 //			OrderID string  `json:"order_id" jsonschema:"the order to refund"`
 //			Amount  float64 `json:"amount"`
@@ -19,6 +19,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/toolschema"
@@ -41,7 +43,7 @@ func For[T any]() (json.RawMessage, error) {
 // Tool declares a tool as activities.NewTool does, with spec.Parameters
 // inferred from T when it is empty, and checked against T (Check) when it
 // is given.
-func Tool[T, R any](spec activities.ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...activities.ToolOptions) (*activities.Tool, error) {
+func Tool[T, R any](spec protocol.ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...activities.ToolOptions) (*activities.Tool, error) {
 	if len(spec.Parameters) == 0 {
 		inferred, err := For[T]()
 		if err != nil {
@@ -56,7 +58,7 @@ func Tool[T, R any](spec activities.ToolSpec, body func(ctx context.Context, arg
 
 // MustTool is Tool that panics on a declaration error, for package-level
 // tool variables.
-func MustTool[T, R any](spec activities.ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...activities.ToolOptions) *activities.Tool {
+func MustTool[T, R any](spec protocol.ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...activities.ToolOptions) *activities.Tool {
 	t, err := Tool(spec, body, opts...)
 	if err != nil {
 		panic(err)

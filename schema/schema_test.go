@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/schema"
 )
 
@@ -24,7 +25,7 @@ func refund(context.Context, refundArgs) (string, error) { return "rf-1", nil }
 // Parameters inferred from the argument type: the properties, their
 // types, what is required, descriptions from jsonschema tags.
 func TestInferred(t *testing.T) {
-	tool, err := schema.Tool(activities.ToolSpec{Name: "issue_refund", Idempotent: true}, refund)
+	tool, err := schema.Tool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true}, refund)
 	require.NoError(t, err)
 	var s map[string]any
 	require.NoError(t, json.Unmarshal(tool.Spec().Parameters, &s))
@@ -54,7 +55,7 @@ func TestChecked(t *testing.T) {
 		{`{"type":"object","properties":{"order_id":{},"amount":{},"note":{}},"required":["id"]}`,
 			`schema: tool "issue_refund": Parameters disagrees with its argument type: required property "id" has no field in schema_test.refundArgs`},
 	} {
-		_, err := schema.Tool(activities.ToolSpec{Name: "issue_refund", Parameters: json.RawMessage(c.params)}, refund)
+		_, err := schema.Tool(protocol.ToolSpec{Name: "issue_refund", Parameters: json.RawMessage(c.params)}, refund)
 		if c.err == "" {
 			assert.NoError(t, err, c.params)
 			continue
@@ -66,13 +67,13 @@ func TestChecked(t *testing.T) {
 }
 
 func TestNotAnObject(t *testing.T) {
-	_, err := schema.Tool(activities.ToolSpec{Name: "t"}, func(context.Context, []string) (int, error) { return 0, nil })
+	_, err := schema.Tool(protocol.ToolSpec{Name: "t"}, func(context.Context, []string) (int, error) { return 0, nil })
 	assert.EqualError(t, err, `schema: tool "t": arguments of type []string are "array", not a JSON object`)
 }
 
 // Example: the tool's schema comes from its argument struct.
 func Example() {
-	tool := schema.MustTool(activities.ToolSpec{Name: "page_oncall", Idempotent: true},
+	tool := schema.MustTool(protocol.ToolSpec{Name: "page_oncall", Idempotent: true},
 		func(ctx context.Context, a struct {
 			CaseID  string `json:"case_id"`
 			Summary string `json:"summary"`

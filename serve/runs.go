@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/agent"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
@@ -25,8 +26,8 @@ import (
 // runRequest is a run a request starts: its thread and what it sends.
 type runRequest struct {
 	agent, message, instructions string
-	params                       *activities.ModelParams
-	tools                        []activities.ToolSpec
+	params                       *protocol.ModelParams
+	tools                        []protocol.ToolSpec
 	clientWait                   time.Duration // 0: the server's
 	// once: a keyed request's start, which reaches the run its first try
 	// started instead of starting another.
@@ -260,7 +261,7 @@ func (a *apiServer) offset(ctx context.Context, run *agent.Run) int64 {
 // failedAtStart: a run with client tools whose workers are elsewhere
 // failed at its first task (a clash with their tools), answered as the 400
 // it is, before a stream begins.
-func (a *apiServer) failedAtStart(w http.ResponseWriter, ctx context.Context, run *agent.Run, tools []activities.ToolSpec) bool {
+func (a *apiServer) failedAtStart(w http.ResponseWriter, ctx context.Context, run *agent.Run, tools []protocol.ToolSpec) bool {
 	if len(tools) == 0 || len(a.toolNames) > 0 {
 		return false
 	}
@@ -297,7 +298,7 @@ func (a *apiServer) firstTask(ctx context.Context, run *agent.Run) (*agent.Resul
 }
 
 // publicSpecs are client tools' specs as agent.Options takes them.
-func publicSpecs(specs []activities.ToolSpec) []tulip.ToolSpec {
+func publicSpecs(specs []protocol.ToolSpec) []tulip.ToolSpec {
 	if specs == nil {
 		return nil
 	}

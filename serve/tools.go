@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // A request's tools (the client's function tools, bounded) and model
@@ -48,7 +48,7 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // request's metadata tulip_idempotent_tools: names, comma-separated). It
 // refuses more than maxClientTools tools and schemas over their bounds,
 // and its checks are linear in the request.
-func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) ([]activities.ToolSpec, string, string) {
+func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) ([]protocol.ToolSpec, string, string) {
 	if len(raw) > maxClientTools {
 		return nil, "tools", fmt.Sprintf("a request offers at most %d tools, not %d", maxClientTools, len(raw))
 	}
@@ -58,7 +58,7 @@ func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) 
 			idem[strings.TrimSpace(n)] = true
 		}
 	}
-	var specs []activities.ToolSpec
+	var specs []protocol.ToolSpec
 	names := make(map[string]bool, len(raw))
 	total := 0
 	for i, r := range raw {
@@ -108,7 +108,7 @@ func (a *apiServer) clientTools(raw []json.RawMessage, metadata map[string]any) 
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
-		specs = append(specs, activities.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params,
+		specs = append(specs, protocol.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params,
 			Idempotent: idem[t.Name] || (t.Tulip != nil && t.Tulip.Idempotent)})
 	}
 	return specs, "", ""
@@ -149,7 +149,7 @@ func jsonDepth(b []byte) int {
 }
 
 // modelParams are a request's model parameters (nil when none is set).
-func modelParams(temperature, topP *float64, maxTokens *int) (*activities.ModelParams, string, string) {
+func modelParams(temperature, topP *float64, maxTokens *int) (*protocol.ModelParams, string, string) {
 	if temperature == nil && topP == nil && maxTokens == nil {
 		return nil, "", ""
 	}
@@ -162,5 +162,5 @@ func modelParams(temperature, topP *float64, maxTokens *int) (*activities.ModelP
 	if maxTokens != nil && *maxTokens < 1 {
 		return nil, "max_output_tokens", "max_output_tokens is at least 1"
 	}
-	return &activities.ModelParams{Temperature: temperature, TopP: topP, MaxOutputTokens: maxTokens}, "", ""
+	return &protocol.ModelParams{Temperature: temperature, TopP: topP, MaxOutputTokens: maxTokens}, "", ""
 }

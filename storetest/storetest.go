@@ -18,13 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Harness opens the store under test and reaches under it.
@@ -169,11 +170,11 @@ func ref(thread, run string, n int) tulip.ThreadRef {
 
 // state is a state of run with n messages.
 func state(run string, n int) *tulip.ThreadState {
-	cp := &activities.Checkpoint{Run: run, Agents: map[string]json.RawMessage{}}
+	cp := &threadstate.Checkpoint{Run: run, Agents: map[string]json.RawMessage{}}
 	for i := range n {
-		cp.Messages = append(cp.Messages, activities.Message{Role: "user", Content: fmt.Sprintf("message %d of %s", i, run)})
+		cp.Messages = append(cp.Messages, threadstate.Message{Role: "user", Content: fmt.Sprintf("message %d of %s", i, run)})
 	}
-	return activities.PublicState(cp).(*tulip.ThreadState)
+	return threadstate.PublicState(cp).(*tulip.ThreadState)
 }
 
 func keyring(t testing.TB, id string) *codec.Keyring {

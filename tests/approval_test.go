@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +37,7 @@ func newApprovalWorld(t *testing.T, run scenario.Run) approvalWorld {
 	t.Cleanup(func() { bill.Close() })
 	tb := demo.NewToolbox()
 	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
-	refundOrder := activities.MustTool(activities.ToolSpec{Name: "refund_order", Approval: true,
+	refundOrder := activities.MustTool(protocol.ToolSpec{Name: "refund_order", Approval: true,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"},"amount":{"type":"number"}}}`)},
 		func(ctx context.Context, a billing.RefundRequest) (billing.Receipt, error) {
 			return billing.Client{BaseURL: bill.URL()}.Refund(ctx, a.OrderID, a.Amount)

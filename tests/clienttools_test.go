@@ -9,6 +9,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -40,7 +44,7 @@ func (q *requests) list() []activities.ModelRequest {
 }
 
 // toolMessage is the tool message answering call id in msgs, or nil.
-func toolMessageOf(msgs []activities.Message, id string) *activities.Message {
+func toolMessageOf(msgs []threadstate.Message, id string) *threadstate.Message {
 	for i := range msgs {
 		if msgs[i].Role == "tool" && msgs[i].ToolCallID == id {
 			return &msgs[i]
@@ -50,7 +54,7 @@ func toolMessageOf(msgs []activities.Message, id string) *activities.Message {
 }
 
 // lastUser is the content of the last user message.
-func lastUser(msgs []activities.Message) string {
+func lastUser(msgs []threadstate.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "user" {
 			return msgs[i].Content
@@ -61,7 +65,7 @@ func lastUser(msgs []activities.Message) string {
 
 // lookupTool is a worker tool: idempotent, it counts its runs.
 func lookupTool(runs *int, mu *sync.Mutex) *activities.Tool {
-	return activities.MustTool(activities.ToolSpec{Name: "lookup_order", Idempotent: true},
+	return activities.MustTool(protocol.ToolSpec{Name: "lookup_order", Idempotent: true},
 		func(ctx context.Context, a struct {
 			OrderID string `json:"order_id"`
 		}) (map[string]string, error) {
@@ -72,10 +76,10 @@ func lookupTool(runs *int, mu *sync.Mutex) *activities.Tool {
 		})
 }
 
-var weatherSpec = activities.ToolSpec{Name: "get_weather", Description: "The weather in a city.", Idempotent: true,
+var weatherSpec = protocol.ToolSpec{Name: "get_weather", Description: "The weather in a city.", Idempotent: true,
 	Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}
 
-var notifySpec = activities.ToolSpec{Name: "notify", Description: "Tell the user's phone."}
+var notifySpec = protocol.ToolSpec{Name: "notify", Description: "Tell the user's phone."}
 
 func callOutcomes(trace []agentrun.TraceLine) []string {
 	var out []string
@@ -100,21 +104,21 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	var asked requests
 	model := activities.ModelFunc(func(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		asked.add(req)
-		call := func(id, tool, args string) activities.ToolCall {
-			return activities.ToolCall{ID: id, Name: tool, Arguments: args}
+		call := func(id, tool, args string) threadstate.ToolCall {
+			return threadstate.ToolCall{ID: id, Name: tool, Arguments: args}
 		}
 		if lastUser(req.Messages) == "again" {
 			if req.Turn == 1 {
-				return activities.ModelResponse{ToolCalls: []activities.ToolCall{call("c5", "get_weather", `{"city": "Paris"}`)}}, nil
+				return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{call("c5", "get_weather", `{"city": "Paris"}`)}}, nil
 			}
 			return activities.ModelResponse{Text: "still sunny"}, nil
 		}
 		switch req.Turn {
 		case 1:
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{call("c1", "lookup_order", `{"order_id": "ord-1"}`),
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{call("c1", "lookup_order", `{"order_id": "ord-1"}`),
 				call("c2", "get_weather", `{"city":"Paris"}`)}}, nil
 		case 2:
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{call("c3", "get_weather", `{"city": "Paris"}`),
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{call("c3", "get_weather", `{"city": "Paris"}`),
 				call("c4", "notify", `{"text": "sunny"}`), call("c6", "notify", `{"text": "again"}`)}}, nil
 		}
 		return activities.ModelResponse{Text: "done"}, nil
@@ -123,7 +127,7 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	startWorker(t, c, tq, opts)
 	thread := threadID(t)
 	ro := runclient.RunOptions{TaskQueue: tq, Model: "m", ThreadID: thread, Message: "weather?",
-		ClientTools: []activities.ToolSpec{weatherSpec, notifySpec}}
+		ClientTools: []protocol.ToolSpec{weatherSpec, notifySpec}}
 	h, res, err := runclient.Run(ctxT(t), c, ro)
 	require.NoError(t, err)
 	require.Equal(t, agentrun.StatusInterrupted, res.Status)
@@ -131,7 +135,7 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	it := res.Interrupt
 	assert.Equal(t, agentrun.ClientToolsHook, it.Hook)
 	assert.Equal(t, agentrun.ClientToolsReason, it.Reason)
-	assert.Equal(t, []activities.ToolCall{{ID: "c2", Name: "get_weather", Arguments: `{"city":"Paris"}`}}, it.Held, "as the model emitted it")
+	assert.Equal(t, []threadstate.ToolCall{{ID: "c2", Name: "get_weather", Arguments: `{"city":"Paris"}`}}, it.Held, "as the model emitted it")
 	assert.Equal(t, []string{"c1:executed", "c2:held"}, callOutcomes(res.Trace), "the worker's call of the response ran")
 	first := asked.list()[0]
 	var names []string
@@ -201,7 +205,7 @@ func TestClientToolsHeldAnsweredAndServed(t *testing.T) {
 	}
 	assert.Equal(t, []string{"c1:executed", "c2:executed", "c3:cached", "c4:executed", "c6:executed"}, origins)
 	require.NotNil(t, recs[4].Error)
-	assert.Equal(t, activities.ErrClientTool, recs[4].Error.Type)
+	assert.Equal(t, protocol.ErrClientTool, recs[4].Error.Type)
 
 	path := filepath.Join(t.TempDir(), "client-tools.json")
 	writeHistory(t, c, h, path)
@@ -234,7 +238,7 @@ func TestClientToolNameClash(t *testing.T) {
 		return activities.ModelResponse{Text: "never"}, nil
 	})
 	startWorker(t, c, tq, workerplugin.Options{Tools: []*activities.Tool{lookupTool(&runs, &mu)}, Models: map[string]activities.Model{"m": model}})
-	for _, tools := range [][]activities.ToolSpec{
+	for _, tools := range [][]protocol.ToolSpec{
 		{{Name: "lookup_order"}},
 		{weatherSpec, weatherSpec},
 		{{Name: "bad name"}},
@@ -261,9 +265,9 @@ func TestInstructionsParamsAndUsage(t *testing.T) {
 	var asked requests
 	model := activities.ModelFunc(func(ctx context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		asked.add(req)
-		u := &activities.Usage{PromptTokens: 100 * req.Turn, CompletionTokens: req.Turn, CachedTokens: 10}
+		u := &threadstate.Usage{PromptTokens: 100 * req.Turn, CompletionTokens: req.Turn, CachedTokens: 10}
 		if req.Turn < 3 {
-			return activities.ModelResponse{Usage: u, ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: "lookup_order",
+			return activities.ModelResponse{Usage: u, ToolCalls: []threadstate.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: "lookup_order",
 				Arguments: fmt.Sprintf(`{"order_id": "ord-%d"}`, req.Turn)}}}, nil
 		}
 		return activities.ModelResponse{Usage: u, Text: "done"}, nil
@@ -272,11 +276,11 @@ func TestInstructionsParamsAndUsage(t *testing.T) {
 	startWorker(t, c, tq, opts)
 	temp, maxOut := 0.25, 64
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", Message: "hi", ThreadID: threadID(t),
-		Instructions: "Be brief.", Params: &activities.ModelParams{Temperature: &temp, MaxOutputTokens: &maxOut}, ContinueAfterTurns: 1})
+		Instructions: "Be brief.", Params: &protocol.ModelParams{Temperature: &temp, MaxOutputTokens: &maxOut}, ContinueAfterTurns: 1})
 	require.NoError(t, err)
 	require.Equal(t, agentrun.StatusCompleted, res.Status)
 	assert.Equal(t, 2, res.ContinuedAsNew)
-	want := &activities.Usage{PromptTokens: 600, CompletionTokens: 6, CachedTokens: 30}
+	want := &threadstate.Usage{PromptTokens: 600, CompletionTokens: 6, CachedTokens: 30}
 	assert.Equal(t, want, res.Usage)
 	reqs := asked.list()
 	require.Len(t, reqs, 3)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
@@ -85,7 +87,7 @@ func TestEncryptedRuns(t *testing.T) {
 		if req.Turn > 1 {
 			return activities.ModelResponse{Text: "done"}, nil
 		}
-		return activities.ModelResponse{ToolCalls: []activities.ToolCall{
+		return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{
 			{ID: "r1", Name: "issue_refund", Arguments: `{"order_id": "ord-7310", "amount": 42.5}`},
 			{ID: "a1", Name: "audit_append", Arguments: fmt.Sprintf(`{"note": %q}`, big)},
 		}}, nil
@@ -94,7 +96,7 @@ func TestEncryptedRuns(t *testing.T) {
 		if req.Turn > 1 {
 			return activities.ModelResponse{Text: "done"}, nil
 		}
-		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "r2", Name: "issue_refund", Arguments: `{"amount": 42.5, "order_id": "ord-7310"}`}}}, nil
+		return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "r2", Name: "issue_refund", Arguments: `{"amount": 42.5, "order_id": "ord-7310"}`}}}, nil
 	})
 	c1 := encryptedClient(t, addr, keys1, blobs)
 	tb := demo.NewToolbox()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -192,7 +194,7 @@ func TestLargeStateWithoutBlobStore(t *testing.T) {
 	h, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "huge", Message: "go"})
 	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
-	assert.Equal(t, activities.ErrPayloadTooLarge, failed.Type())
+	assert.Equal(t, protocol.ErrPayloadTooLarge, failed.Type())
 	assert.Regexp(t, `^agent run failed \(tulip.PayloadTooLarge\): the model's response is 2\.0 MiB, over the 1\.9 MiB payload limit`, failed.Error())
 	assert.NotContains(t, failed.Error(), "\n")
 	assert.Equal(t, 0, tb.Invocations()["issue_refund"], "no call of that response ran")
@@ -224,7 +226,7 @@ func pad(n int) string {
 // Storage reaches that client's workers and lifts the payload limit, so a
 // 2.5 MB tool result goes to the blob store instead of failing the call.
 func TestPluginOnClientTakesItsStorage(t *testing.T) {
-	big := activities.MustTool(activities.ToolSpec{Name: "big_result", Idempotent: true},
+	big := activities.MustTool(protocol.ToolSpec{Name: "big_result", Idempotent: true},
 		func(context.Context, struct{}) (string, error) { return pad(5 << 19), nil })
 	run := scenario.Run{Turns: []scenario.Turn{turn(call("b1", "big_result", "{}"))}}
 	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{big}, Models: map[string]activities.Model{"m": run.Model()}})

@@ -7,6 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,7 +28,7 @@ import (
 func TestConversationCacheBytesRepages(t *testing.T) {
 	const bound, size, calls = 1 << 20, 600 << 10, 4
 	cache := activities.NewConversationCacheBytes(0, bound)
-	big := activities.MustTool(activities.ToolSpec{Name: "big_page"},
+	big := activities.MustTool(protocol.ToolSpec{Name: "big_page"},
 		func(_ context.Context, a struct {
 			N int `json:"n"`
 		}) (map[string]string, error) {
@@ -51,7 +55,7 @@ func TestConversationCacheBytesRepages(t *testing.T) {
 		}
 		cacheBytes = append(cacheBytes, cache.Bytes())
 		if results < calls {
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprint("c", results+1), Name: "big_page",
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: fmt.Sprint("c", results+1), Name: "big_page",
 				Arguments: fmt.Sprintf(`{"n": %d}`, results+1)}}}, nil
 		}
 		return activities.ModelResponse{Text: "read them all"}, nil

@@ -7,6 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -25,7 +29,7 @@ func Example_refundRecipe() {
 
 	// 1. Declare the tools. Their bodies count how often they really run.
 	var refunds, pages atomic.Int32
-	issueRefund := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true},
+	issueRefund := activities.MustTool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true},
 		func(ctx context.Context, a struct {
 			OrderID string  `json:"order_id"`
 			Amount  float64 `json:"amount"`
@@ -33,7 +37,7 @@ func Example_refundRecipe() {
 			n := refunds.Add(1)
 			return map[string]any{"refund_id": fmt.Sprintf("rf-%d", n), "order_id": a.OrderID}, nil
 		})
-	pageOncall := activities.MustTool(activities.ToolSpec{Name: "page_oncall", Idempotent: true},
+	pageOncall := activities.MustTool(protocol.ToolSpec{Name: "page_oncall", Idempotent: true},
 		func(ctx context.Context, a struct {
 			CaseID  string `json:"case_id"`
 			Summary string `json:"summary"`
@@ -44,8 +48,8 @@ func Example_refundRecipe() {
 
 	// 2. A model that retries "to be sure" (a real one would be an LLM).
 	model := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
-		call := func(id, tool, args string) []activities.ToolCall {
-			return []activities.ToolCall{{ID: id, Name: tool, Arguments: args}}
+		call := func(id, tool, args string) []threadstate.ToolCall {
+			return []threadstate.ToolCall{{ID: id, Name: tool, Arguments: args}}
 		}
 		switch req.Turn {
 		case 1:
@@ -107,12 +111,12 @@ func Example_threadModel() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var refunds atomic.Int32
-	issueRefund := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true},
+	issueRefund := activities.MustTool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true},
 		func(ctx context.Context, a map[string]any) (map[string]any, error) {
 			return map[string]any{"refund_id": fmt.Sprintf("rf-%d", refunds.Add(1))}, nil
 		})
-	refund := []activities.ToolCall{{ID: "r1", Name: "issue_refund", Arguments: `{"order_id": "ord-4821", "amount": 120.0}`}}
-	again := []activities.ToolCall{{ID: "r2", Name: "issue_refund", Arguments: `{"amount": 120, "order_id": "ord-4821"}`}}
+	refund := []threadstate.ToolCall{{ID: "r1", Name: "issue_refund", Arguments: `{"order_id": "ord-4821", "amount": 120.0}`}}
+	again := []threadstate.ToolCall{{ID: "r2", Name: "issue_refund", Arguments: `{"amount": 120, "order_id": "ord-4821"}`}}
 	done := "done"
 	model := scenario.ThreadModel(
 		scenario.Run{Turns: []scenario.Turn{{ToolCalls: refund}, {Text: &done}}}, // the thread's first run

@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/interceptor"
@@ -139,7 +143,7 @@ type slowPageInbound struct {
 }
 
 func (i *slowPageInbound) HandleQuery(ctx wf.Context, in *interceptor.HandleQueryInput) (any, error) {
-	if in.QueryType == activities.QueryPage {
+	if in.QueryType == threadstate.QueryPage {
 		i.s.once.Do(func() { time.Sleep(i.s.delay) })
 	}
 	return i.Next.HandleQuery(ctx, in)
@@ -188,7 +192,7 @@ func TestSlowConversationReadKeepsTheAttempt(t *testing.T) {
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
 			assert.Equal(t, int32(1), a.GetAttempt(), "event %d: an activity retried", e.GetEventId())
 		}
-		if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activities.ModelActivity {
+		if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == protocol.ModelActivity {
 			models++
 		}
 	}

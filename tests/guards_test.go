@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -34,7 +36,7 @@ func TestTerminatedMidCallKeepsItsRecords(t *testing.T) {
 	var once sync.Once
 	release := make(chan struct{})
 	defer close(release)
-	export, err := activities.NewTool(activities.ToolSpec{Name: "slow_export", Description: "exports the case"},
+	export, err := activities.NewTool(protocol.ToolSpec{Name: "slow_export", Description: "exports the case"},
 		func(ctx context.Context, _ struct{}) (string, error) {
 			once.Do(func() { close(started) })
 			select {

@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -34,7 +38,7 @@ func newKeyWitness() *keyWitness {
 }
 
 func (w *keyWitness) tool() *activities.Tool {
-	return activities.MustTool(activities.ToolSpec{Name: "mint"},
+	return activities.MustTool(protocol.ToolSpec{Name: "mint"},
 		func(ctx context.Context, _ struct{}) (map[string]string, error) {
 			key := activities.IdempotencyKey(ctx)
 			in, _ := activities.CallInfo(ctx)
@@ -74,15 +78,15 @@ func (w *keyWitness) has(id string) bool {
 func TestKeysNeverRepeatOnAThread(t *testing.T) {
 	c := dial(t, server.Address())
 	w := newKeyWitness()
-	mint := func(id string) activities.ToolCall { return call(id, "mint", "{}") }
+	mint := func(id string) threadstate.ToolCall { return call(id, "mint", "{}") }
 	done := "done"
 	// A run whose first response is held (hold_mint, installed by the
 	// response itself) and performed, then mints twice more after the
 	// hook is removed.
 	held := func(a, b, c, d string) scenario.Run {
-		return scenario.Run{Turns: []scenario.Turn{{InstallHooks: []string{"hold_mint"}, ToolCalls: []activities.ToolCall{mint(a), mint(b)}}},
+		return scenario.Run{Turns: []scenario.Turn{{InstallHooks: []string{"hold_mint"}, ToolCalls: []threadstate.ToolCall{mint(a), mint(b)}}},
 			Resumes: []scenario.Resume{{Answer: "approved", PerformDangling: true, Turns: []scenario.Turn{
-				{RemoveHooks: []string{"hold_mint"}, ToolCalls: []activities.ToolCall{mint(c)}}, turn(mint(d)), {Text: &done}}}}}
+				{RemoveHooks: []string{"hold_mint"}, ToolCalls: []threadstate.ToolCall{mint(c)}}, turn(mint(d)), {Text: &done}}}}}
 	}
 	models := map[string]activities.Model{
 		"r1": held("c1", "c2", "c3", "c4").Model(),

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
@@ -30,13 +34,13 @@ import (
 // laggingVisibility lists a workflow ID's runs as a visibility store that
 // lags by lag would: a run that closed less than lag ago is not listed at
 // all (its close, and with a short run its start too, not indexed yet).
-func laggingVisibility(lag time.Duration) func(context.Context, client.Client, string) ([]activities.RunInfo, error) {
-	return func(ctx context.Context, c client.Client, workflowID string) ([]activities.RunInfo, error) {
+func laggingVisibility(lag time.Duration) func(context.Context, client.Client, string) ([]threadstate.RunInfo, error) {
+	return func(ctx context.Context, c client.Client, workflowID string) ([]threadstate.RunInfo, error) {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: `WorkflowId = "` + workflowID + `"`})
 		if err != nil {
 			return nil, err
 		}
-		var out []activities.RunInfo
+		var out []threadstate.RunInfo
 		for _, e := range resp.GetExecutions() {
 			d, err := c.DescribeWorkflowExecution(ctx, workflowID, e.GetExecution().GetRunId())
 			if err != nil {
@@ -45,7 +49,7 @@ func laggingVisibility(lag time.Duration) func(context.Context, client.Client, s
 			if ct := d.GetWorkflowExecutionInfo().GetCloseTime(); ct != nil && time.Since(ct.AsTime()) < lag {
 				continue // closed too recently to be indexed
 			}
-			out = append(out, activities.RunInfo{RunID: e.GetExecution().GetRunId(), Start: e.GetStartTime().AsTime()})
+			out = append(out, threadstate.RunInfo{RunID: e.GetExecution().GetRunId(), Start: e.GetStartTime().AsTime()})
 		}
 		return out, nil
 	}
@@ -78,7 +82,7 @@ func laggingWorker(t *testing.T, wait time.Duration) (client.Client, *demo.Toolb
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", `{"amount": 120, "order_id": "ord-4821"}`))}}
 	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models:       map[string]activities.Model{"hello": scenario.Run{}.Model(), "first": refundRun.Model(), "again": again.Model()},
-		Checkpointer: activities.TemporalCheckpointer{List: laggingVisibility(visibilityLag), VisibilityLag: wait}})
+		Checkpointer: threadstate.TemporalCheckpointer{List: laggingVisibility(visibilityLag), VisibilityLag: wait}})
 	return c, tb, tq
 }
 
@@ -310,7 +314,7 @@ type failFirstLoadInbound struct {
 
 func (i *failFirstLoadInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	out, err := i.Next.ExecuteActivity(ctx, in)
-	if info := activity.GetInfo(ctx); err == nil && info.ActivityType.Name == activities.LoadThreadActivity && info.Attempt == 1 {
+	if info := activity.GetInfo(ctx); err == nil && info.ActivityType.Name == protocol.LoadThreadActivity && info.Attempt == 1 {
 		time.Sleep(2 * time.Second) // past the heartbeat throttle (1 s): the list's heartbeat reached the server
 		return nil, errors.New("the attempt ends before it could report")
 	}
@@ -345,14 +349,14 @@ func TestThreadLoadKeepsItsListingAcrossAttempts(t *testing.T) {
 // (of an up-to-date store) it counts.
 func countedListingWorker(t *testing.T, c client.Client, tq string, tb *demo.Toolbox, lag time.Duration) *atomic.Int32 {
 	var lists atomic.Int32
-	list := func(ctx context.Context, c client.Client, id string) ([]activities.RunInfo, error) {
+	list := func(ctx context.Context, c client.Client, id string) ([]threadstate.RunInfo, error) {
 		lists.Add(1)
 		return laggingVisibility(0)(ctx, c, id)
 	}
 	refundRun := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 	startWorker(t, c, tq, workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models:       map[string]activities.Model{"refund": refundRun.Model()},
-		Checkpointer: activities.TemporalCheckpointer{List: list, VisibilityLag: lag}})
+		Checkpointer: threadstate.TemporalCheckpointer{List: list, VisibilityLag: lag}})
 	return &lists
 }
 

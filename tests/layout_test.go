@@ -167,3 +167,43 @@ func TestNoAliasesOfInternalStructs(t *testing.T) {
 	}
 	t.Logf("%d aliases of internal structs remain", len(found))
 }
+
+// Each room says what it holds, and the arrows between them run one way:
+// clients (a run's start and reads, the Go API, the HTTP service, the
+// CLI) read a thread's state through threadstate and speak protocol, and
+// never import the activities; a thread's state and the names on the
+// wire import none of the rooms above them.
+func TestRooms(t *testing.T) {
+	const mod = "github.com/tulip-temporal/tulip/"
+	imports := func(pkg string) []string {
+		cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, mod+pkg)
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return strings.Fields(string(out))
+	}
+	for _, tc := range []struct {
+		pkg     string
+		reads   string   // a room it must import: the listing is real
+		refuses []string // rooms it must not import
+	}{
+		{"internal/runclient", "internal/threadstate", []string{"internal/activities", "internal/threadstore"}},
+		{"agent", "internal/runclient", []string{"internal/activities", "internal/threadstore"}},
+		{"serve", "agent", []string{"internal/activities", "internal/threadstore"}},
+		{"cmd/cli", "internal/threadstate", []string{"internal/activities"}},
+		{"internal/threadstate", "internal/protocol", []string{"internal/activities", "internal/threadstore", "internal/agentrun", "internal/workerplugin", "internal/runclient"}},
+		{"internal/threadstore", "internal/threadstate", []string{"internal/activities", "internal/agentrun", "internal/workerplugin"}},
+		{"internal/activities", "internal/threadstate", []string{"internal/agentrun", "internal/workerplugin", "internal/runclient"}},
+	} {
+		t.Run(tc.pkg, func(t *testing.T) {
+			got := imports(tc.pkg)
+			assert.Contains(t, got, mod+tc.reads)
+			for _, r := range tc.refuses {
+				assert.NotContains(t, got, mod+r, "%s imports %s", tc.pkg, r)
+			}
+		})
+	}
+	for _, imp := range imports("internal/protocol") {
+		assert.False(t, strings.HasPrefix(imp, mod), "protocol, the names on the wire, imports %s", imp)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -37,9 +39,9 @@ func (l *localTools) tools(t *testing.T) []*activities.Tool {
 			return map[string]any{"n": l.runs[name], "args": args}, nil
 		}
 	}
-	lookup, err := activities.NewTool(activities.ToolSpec{Name: "lookup_fast", Idempotent: true, Local: true}, body("lookup_fast"))
+	lookup, err := activities.NewTool(protocol.ToolSpec{Name: "lookup_fast", Idempotent: true, Local: true}, body("lookup_fast"))
 	require.NoError(t, err)
-	stamp, err := activities.NewTool(activities.ToolSpec{Name: "stamp_fast", Local: true}, body("stamp_fast"))
+	stamp, err := activities.NewTool(protocol.ToolSpec{Name: "stamp_fast", Local: true}, body("stamp_fast"))
 	require.NoError(t, err)
 	return []*activities.Tool{lookup, stamp}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -185,7 +187,7 @@ func TestMetricsCountDecisions(t *testing.T) {
 	check("after the runs")
 	assert.Equal(t, int64(1), nearMisses[agentrun.MetricNearMisses+"{reason=not_idempotent,tool=mint_case_id}"], "the second mint ran: not idempotent")
 	assert.Equal(t, int64(4), served)
-	assert.Equal(t, int64(tb.Invocations()["issue_refund"]), mm.get(activities.MetricToolLatency+"{outcome=ok,tool=issue_refund}"), "one timing per body attempt")
+	assert.Equal(t, int64(tb.Invocations()["issue_refund"]), mm.get(protocol.MetricToolLatency+"{outcome=ok,tool=issue_refund}"), "one timing per body attempt")
 	assert.Greater(t, mm.get(agentrun.MetricModelTurnLatency+"{}"), int64(0))
 
 	_, err = runclient.Log(ctxT(t), c, last) // a query: one more replay
@@ -349,10 +351,10 @@ func TestMetricsExactAcrossReplay(t *testing.T) {
 	}
 	for tool, n := range tb.Invocations() {
 		if n > 0 {
-			want[activities.MetricToolLatency+"{outcome=ok,tool="+tool+"}"] = int64(n)
+			want[protocol.MetricToolLatency+"{outcome=ok,tool="+tool+"}"] = int64(n)
 		}
 	}
-	want[activities.MetricModelLatency+"{outcome=ok}"] = int64(res.Turns)
+	want[protocol.MetricModelLatency+"{outcome=ok}"] = int64(res.Turns)
 	want[agentrun.MetricModelTurnLatency+"{}"] = int64(res.Turns)
 	want[agentrun.MetricInterruptsOpened+"{hook=approve_isolate_host}"] = 1
 	want[agentrun.MetricInterruptsResumed+"{hook=approve_isolate_host}"] = 1
@@ -456,7 +458,7 @@ func TestNearMissPathsNotValues(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	refundTool := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true},
+	refundTool := activities.MustTool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true},
 		func(_ context.Context, a map[string]any) (map[string]any, error) {
 			return map[string]any{"refunded": true}, nil
 		})

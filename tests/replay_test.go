@@ -9,6 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstore"
+
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/temporalproto"
@@ -52,7 +58,7 @@ func TestReplayHistories(t *testing.T) {
 	// --db), whose old-format runs decide their checkpoint load as they did
 	// without one.
 	withStore := cli.ReplayOptions()
-	withStore.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
+	withStore.Checkpointer = threadstate.TemporalCheckpointer{Store: threadstore.DirStore{Dir: t.TempDir()}}
 	for _, f := range files {
 		name, _ := filepath.Rel(historiesDir, f)
 		t.Run(name, func(t *testing.T) {
@@ -193,7 +199,7 @@ func TestRecordHistories(t *testing.T) {
 	// Max turns: a model that never stops.
 	tq := taskQueue("record")
 	forever := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
-		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
+		return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
 	})
 	startWorker(t, c, tq, workerplugin.Options{Tools: demo.NewToolbox().Tools(), Hooks: hooks, Models: map[string]activities.Model{"m": forever}})
 	h, err := runclient.Start(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 3})
@@ -322,7 +328,7 @@ func runIDs(t *testing.T, c client.Client, workflowID string) []string {
 	require.NoError(t, err)
 	ids := []string{desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
 	for {
-		prev, err := activities.PreviousRunOf(ctxT(t), c, nil, workflowID, ids[0])
+		prev, err := threadstate.PreviousRunOf(ctxT(t), c, nil, workflowID, ids[0])
 		require.NoError(t, err)
 		if prev == "" {
 			return ids
@@ -341,7 +347,7 @@ func TestReplayNamesTheTool(t *testing.T) {
 	c := dial(t, server.Address())
 	run := scenario.Run{Turns: []scenario.Turn{turn(call("t1", "create_ticket", `{"title": "x"}`)), turn(call("t2", "create_ticket", `{"title": "x"}`))}}
 	ticket := func(idempotent bool) *activities.Tool {
-		return activities.MustTool(activities.ToolSpec{Name: "create_ticket", Idempotent: idempotent},
+		return activities.MustTool(protocol.ToolSpec{Name: "create_ticket", Idempotent: idempotent},
 			func(context.Context, map[string]any) (map[string]string, error) {
 				return map[string]string{"id": "T-1"}, nil
 			})
@@ -372,7 +378,7 @@ func TestReplayNamesTheTool(t *testing.T) {
 func TestReplayGate(t *testing.T) {
 	c := dial(t, server.Address())
 	ticket := func(idempotent bool) *activities.Tool {
-		return activities.MustTool(activities.ToolSpec{Name: "create_ticket", Idempotent: idempotent},
+		return activities.MustTool(protocol.ToolSpec{Name: "create_ticket", Idempotent: idempotent},
 			func(context.Context, map[string]any) (map[string]string, error) {
 				return map[string]string{"id": "T-1"}, nil
 			})

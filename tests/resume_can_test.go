@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -32,9 +34,9 @@ func TestResumeTwiceAsTheRunEnds(t *testing.T) {
 	model := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		switch {
 		case req.Turn == 4:
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "iso", Name: "isolate_host", Arguments: `{"host":"web-1"}`}}}, nil
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "iso", Name: "isolate_host", Arguments: `{"host":"web-1"}`}}}, nil
 		case req.Turn <= 5:
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("r%d", req.Turn), Name: "issue_refund", Arguments: `{"order_id":"ord-1","amount":10}`}}}, nil
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: fmt.Sprintf("r%d", req.Turn), Name: "issue_refund", Arguments: `{"order_id":"ord-1","amount":10}`}}}, nil
 		}
 		return activities.ModelResponse{Text: "done"}, nil
 	})

@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstore"
+
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
@@ -50,7 +54,7 @@ func deleteRun(t *testing.T, c client.Client, workflowID, runID string) {
 // run.
 type seenModel struct {
 	mu   sync.Mutex
-	seen [][]activities.Message
+	seen [][]threadstate.Message
 	next activities.Model
 }
 
@@ -62,7 +66,7 @@ func (m *seenModel) Respond(ctx context.Context, req activities.ModelRequest) (a
 }
 
 // first is the conversation the model was shown in its first call.
-func (m *seenModel) first() []activities.Message {
+func (m *seenModel) first() []threadstate.Message {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.seen) == 0 {
@@ -86,7 +90,7 @@ type retentionThread struct {
 	message string
 }
 
-func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *retentionThread {
+func newRetentionThread(t *testing.T, store threadstate.Checkpointer, big bool) *retentionThread {
 	t.Helper()
 	c := dial(t, server.Address())
 	bill, tb := billedToolbox(t)
@@ -96,7 +100,7 @@ func newRetentionThread(t *testing.T, store activities.Checkpointer, big bool) *
 	opts := workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(),
 		Models: map[string]activities.Model{"first": first.Model(), "hello": hello.Model(), "again": again}}
 	if store != nil {
-		opts.Checkpointer = activities.TemporalCheckpointer{Store: store}
+		opts.Checkpointer = threadstate.TemporalCheckpointer{Store: store}
 	}
 	tq := taskQueue(t.Name())
 	startWorker(t, c, tq, opts)
@@ -159,7 +163,7 @@ func TestThreadOutlivesItsRunsInTheStore(t *testing.T) {
 		{"whole thread deleted, state by reference", true, []int{0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			th := newRetentionThread(t, activities.DirStore{Dir: t.TempDir()}, tc.big)
+			th := newRetentionThread(t, threadstore.DirStore{Dir: t.TempDir()}, tc.big)
 			require.Equal(t, 1, th.refundRequests())
 			for _, i := range tc.delete {
 				deleteRun(t, th.c, th.thread, th.runs[i])
@@ -199,7 +203,7 @@ func TestThreadLostWithoutAStore(t *testing.T) {
 	_, _, err := runclient.Run(ctx, th.c, runclient.RunOptions{TaskQueue: th.tq, Model: "again", ThreadID: th.thread, Message: "did it go through?"})
 	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
-	assert.Equal(t, activities.ErrThreadLost, failed.Type())
+	assert.Equal(t, threadstate.ErrThreadLost, failed.Type())
 	assert.Contains(t, failed.Error(), th.runs[0], "the error names the deleted run")
 	assert.NotContains(t, failed.Error(), "\n")
 	assert.Less(t, time.Since(begin), time.Minute)
@@ -280,9 +284,9 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 				<-ctx.Done()
 				return activities.ModelResponse{}, ctx.Err()
 			})
-			var cp activities.Checkpointer
+			var cp threadstate.Checkpointer
 			if withStore {
-				cp = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
+				cp = threadstate.TemporalCheckpointer{Store: threadstore.DirStore{Dir: t.TempDir()}}
 			}
 			opts := func(m activities.Model) workerplugin.Options {
 				return workerplugin.Options{Tools: tb.Tools(), Hooks: demo.Hooks(), ModelHeartbeatTimeout: 2 * time.Second,
@@ -313,7 +317,7 @@ func TestOpenRunOutlivesADeletedRun(t *testing.T) {
 			if !withStore {
 				var failed *runclient.RunFailedError
 				require.ErrorAs(t, err, &failed)
-				assert.Equal(t, activities.ErrThreadLost, failed.Type())
+				assert.Equal(t, threadstate.ErrThreadLost, failed.Type())
 				assert.Contains(t, failed.Error(), h1.RunID)
 				return
 			}
@@ -342,9 +346,9 @@ func TestCustomCheckpointerLosesATerminatedRun(t *testing.T) {
 			tb := demo.NewToolbox()
 			first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund))}}
 			second := scenario.Run{Turns: []scenario.Turn{turn(call("c2", "issue_refund", refund))}}
-			var cp activities.Checkpointer = &memStore{}
+			var cp threadstate.Checkpointer = &memStore{}
 			if asStore {
-				cp = activities.TemporalCheckpointer{Store: cp}
+				cp = threadstate.TemporalCheckpointer{Store: cp}
 			}
 			tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": blockingModel(t, first), "second": second.Model()},
 				func(o *workerplugin.Options) { o.Checkpointer = cp })
@@ -379,7 +383,7 @@ func TestContinuedChainSavesToTheStore(t *testing.T) {
 	first := scenario.Run{Turns: []scenario.Turn{turn(call("c1", "issue_refund", refund)), turn(call("c2", "lookup_order", `{"order_id": "ord-4821"}`))}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "again": again.Model()}, func(o *workerplugin.Options) {
-		o.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
+		o.Checkpointer = threadstate.TemporalCheckpointer{Store: threadstore.DirStore{Dir: t.TempDir()}}
 	})
 	thread := threadID(t)
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "first", ThreadID: thread, Message: "refund", ContinueAfterTurns: 1})
@@ -418,7 +422,7 @@ func TestStoreFillsOnlyWhatHistoryLost(t *testing.T) {
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("c3", "issue_refund", refund), call("c4", "issue_refund", other))}}
 	tq := scriptWorker(t, c, tb, map[string]activities.Model{"first": first.Model(), "second": blockingModel(t, second), "again": again.Model()},
 		func(o *workerplugin.Options) {
-			o.Checkpointer = activities.TemporalCheckpointer{Store: activities.DirStore{Dir: t.TempDir()}}
+			o.Checkpointer = threadstate.TemporalCheckpointer{Store: threadstore.DirStore{Dir: t.TempDir()}}
 		})
 	thread := threadID(t)
 	message := "please refund ord-4821 " + strings.Repeat("x", 300<<10) // the state goes by reference

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -24,11 +28,11 @@ import (
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 
-func call(id, tool, args string) activities.ToolCall {
-	return activities.ToolCall{ID: id, Name: tool, Arguments: args}
+func call(id, tool, args string) threadstate.ToolCall {
+	return threadstate.ToolCall{ID: id, Name: tool, Arguments: args}
 }
 
-func turn(calls ...activities.ToolCall) scenario.Turn { return scenario.Turn{ToolCalls: calls} }
+func turn(calls ...threadstate.ToolCall) scenario.Turn { return scenario.Turn{ToolCalls: calls} }
 
 const refund = `{"order_id": "ord-4821", "amount": 120.0}`
 
@@ -171,7 +175,7 @@ func TestThreadBusyAndResumeErrors(t *testing.T) {
 	_, err = runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{InterruptID: "int-9", Answer: "x"})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, activities.ErrStaleInterrupt, appErr.Type())
+	assert.Equal(t, protocol.ErrStaleInterrupt, appErr.Type())
 
 	out, err := runclient.Resume(ctxT(t), c, thread, agentrun.ResumeInput{InterruptID: res.Interrupt.ID, Answer: "approved", PerformDangling: true})
 	require.NoError(t, err)
@@ -222,7 +226,7 @@ func TestCallsOfAResponseRunAtOnce(t *testing.T) {
 	for _, sequential := range []bool{false, true} {
 		var mu sync.Mutex
 		running, ran, met := 0, 0, false
-		meet := activities.MustTool(activities.ToolSpec{Name: "meet", Idempotent: true},
+		meet := activities.MustTool(protocol.ToolSpec{Name: "meet", Idempotent: true},
 			func(ctx context.Context, a struct {
 				N int `json:"n"`
 			}) (string, error) {

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstore"
+
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -19,7 +23,6 @@ import (
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/s3store"
@@ -29,10 +32,10 @@ import (
 // storeUnder is a thread store and a way under it, to break its entries
 // as a torn write, a lost key or an operator would.
 type storeUnder struct {
-	store activities.Checkpointer
+	store threadstate.Checkpointer
 	// withCodec is a store over the same entries with codec c, as the
 	// runtime holds it; public is the same store as a user holds it.
-	withCodec func(c converter.PayloadCodec) activities.Checkpointer
+	withCodec func(c converter.PayloadCodec) threadstate.Checkpointer
 	public    func(c converter.PayloadCodec) tulip.ThreadStore
 	// read returns the thread's entry as stored.
 	read func(t *testing.T, thread string) []byte
@@ -52,11 +55,11 @@ var threadStores = []struct {
 	open func(t *testing.T, c converter.PayloadCodec) storeUnder
 }{
 	{"dir", func(t *testing.T, c converter.PayloadCodec) storeUnder {
-		d := activities.DirStore{Dir: filepath.Join(t.TempDir(), "threads"), Codec: c}
+		d := threadstore.DirStore{Dir: filepath.Join(t.TempDir(), "threads"), Codec: c}
 		return storeUnder{
 			store: d,
-			withCodec: func(c converter.PayloadCodec) activities.Checkpointer {
-				return activities.DirStore{Dir: d.Dir, Codec: c}
+			withCodec: func(c converter.PayloadCodec) threadstate.Checkpointer {
+				return threadstore.DirStore{Dir: d.Dir, Codec: c}
 			},
 			public: func(c converter.PayloadCodec) tulip.ThreadStore {
 				return tulip.DirStore{Dir: d.Dir, Codec: c}
@@ -87,8 +90,8 @@ var threadStores = []struct {
 		st := b.Threads(c)
 		cl := srv.Client()
 		return storeUnder{
-			store:     activities.PublicStore(st),
-			withCodec: func(c converter.PayloadCodec) activities.Checkpointer { return activities.PublicStore(b.Threads(c)) },
+			store:     threadstate.PublicStore(st),
+			withCodec: func(c converter.PayloadCodec) threadstate.Checkpointer { return threadstate.PublicStore(b.Threads(c)) },
 			public:    func(c converter.PayloadCodec) tulip.ThreadStore { return b.Threads(c) },
 			read: func(t *testing.T, thread string) []byte {
 				out, err := cl.GetObject(ctxT(t), &s3.GetObjectInput{Bucket: &srv.Bucket, Key: aws.String(st.Key(thread))})
@@ -173,9 +176,9 @@ func TestBadStoreEntry(t *testing.T) {
 			return true
 		}},
 		{"key missing", func(t *testing.T, s storeUnder, thread string) bool {
-			h, err := activities.DecodeHead(s.read(t, thread), k1, thread, "test")
+			h, err := threadstore.DecodeHead(s.read(t, thread), k1, thread, "test")
 			require.NoError(t, err)
-			b, err := activities.EncodeHead(*h, k2)
+			b, err := threadstore.EncodeHead(*h, k2)
 			require.NoError(t, err)
 			s.write(t, thread, b)
 			return true
@@ -215,7 +218,7 @@ func TestBadStoreEntry(t *testing.T) {
 					if !historyHolds {
 						var failed *runclient.RunFailedError
 						require.ErrorAs(t, err, &failed)
-						assert.Equal(t, activities.ErrThreadLost, failed.Type())
+						assert.Equal(t, threadstate.ErrThreadLost, failed.Type())
 						assert.Contains(t, failed.Error(), "cannot be read")
 						assert.NotContains(t, failed.Error(), "\n")
 						assert.Less(t, time.Since(begin), 30*time.Second, "failed at once, not after the load's retry window")
@@ -227,7 +230,7 @@ func TestBadStoreEntry(t *testing.T) {
 					assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome, "served from history")
 					assert.Empty(t, res.StoreError)
 					assert.Equal(t, 1, s.aside(t, th.thread), "the bad entry is moved aside once")
-					cp, err := s.store.Load(ctxT(t), activities.ThreadRef{ThreadID: th.thread})
+					cp, err := s.store.Load(ctxT(t), threadstate.ThreadRef{ThreadID: th.thread})
 					require.NoError(t, err, "the state was saved fresh")
 					require.NotNil(t, cp)
 					assert.Equal(t, h.RunID, cp.Run)

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -39,13 +41,13 @@ func TestStreamRefusesOutsidePublishers(t *testing.T) {
 
 		forgedCall, err := streams.Encode(agentrun.CallItem{Turn: 1, CallID: "c1", Tool: "isolate_host", Outcome: agentrun.OutcomeExecuted})
 		require.NoError(t, err)
-		forgedText, err := streams.Encode(activities.TextItem{Turn: 1, Delta: "FORGED: all hosts are fine", Done: true})
+		forgedText, err := streams.Encode(protocol.TextItem{Turn: 1, Delta: "FORGED: all hosts are fine", Done: true})
 		require.NoError(t, err)
 		batches := []streams.PublishInput{
-			{PublisherID: "mallory", Sequence: 1, Items: []streams.PublishEntry{{Topic: activities.TopicCalls, Data: forgedCall}}},
-			{PublisherID: "mallory", Sequence: 2, Items: []streams.PublishEntry{{Topic: activities.TopicText, Data: forgedText}}},
+			{PublisherID: "mallory", Sequence: 1, Items: []streams.PublishEntry{{Topic: protocol.TopicCalls, Data: forgedCall}}},
+			{PublisherID: "mallory", Sequence: 2, Items: []streams.PublishEntry{{Topic: protocol.TopicText, Data: forgedText}}},
 			{PublisherID: "0123456789abcdef0123456789abcdef/1/1/0011223344556677", Sequence: 1,
-				Items: []streams.PublishEntry{{Topic: activities.TopicText, Data: forgedText}}},
+				Items: []streams.PublishEntry{{Topic: protocol.TopicText, Data: forgedText}}},
 			{Items: []streams.PublishEntry{{Topic: "mallory.notes", Data: forgedText}}}, // no publisher id
 		}
 		for _, b := range batches {
@@ -78,7 +80,7 @@ func TestStreamRefusesOutsidePublishers(t *testing.T) {
 		var page streams.PollResult
 		require.NoError(t, uh.Get(ctxT(t), &page))
 		require.Len(t, page.Items, 1, "text %v: the run's held call only, nothing forged: %+v", text, page.Items)
-		assert.Equal(t, activities.TopicCalls, page.Items[0].Topic)
+		assert.Equal(t, protocol.TopicCalls, page.Items[0].Topic)
 		var item agentrun.CallItem
 		require.NoError(t, streams.Decode(page.Items[0].Data, &item))
 		assert.Equal(t, agentrun.OutcomeHeld, item.Outcome)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -82,8 +84,8 @@ func TestStreamReadAddsNoHistory(t *testing.T) {
 				if poll {
 					errs[i] = streams.Subscribe(ctxT(t), qc, h.WorkflowID, streams.SubscribeOptions{RunID: h.RunID, UpdatePoll: true},
 						func(it streams.Item) error {
-							var ti activities.TextItem
-							if it.Topic == activities.TopicText && it.Decode(&ti) == nil {
+							var ti protocol.TextItem
+							if it.Topic == protocol.TopicText && it.Decode(&ti) == nil {
 								texts[i] += ti.Delta
 								dones[i] = dones[i] || ti.Done
 							}

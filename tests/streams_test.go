@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -125,7 +127,7 @@ func (m *slowModel) serve(w http.ResponseWriter, r *http.Request) {
 
 // reportCase is the tool the slow model calls.
 func reportCase() *activities.Tool {
-	return activities.MustTool(activities.ToolSpec{Name: "report_case", Idempotent: true},
+	return activities.MustTool(protocol.ToolSpec{Name: "report_case", Idempotent: true},
 		func(ctx context.Context, a struct {
 			Case string `json:"case"`
 		}) (map[string]string, error) {
@@ -187,7 +189,7 @@ func TestStreamGoSubscriber(t *testing.T) {
 	runs := map[string]bool{}
 	for i, it := range items {
 		runs[it.RunID] = true
-		if it.Topic == activities.TopicText && at[i].Before(closed) {
+		if it.Topic == protocol.TopicText && at[i].Before(closed) {
 			early++
 		}
 	}
@@ -232,16 +234,16 @@ func checkStream(t *testing.T, items []streams.Item, trace []agentrun.TraceLine,
 	var calls []agentrun.CallItem
 	pieces := map[[2]int][]string{} // turn, attempt
 	seen := map[[3]int]bool{}
-	done := map[int]activities.TextItem{}
+	done := map[int]protocol.TextItem{}
 	for i, it := range items {
 		require.Equal(t, int64(i), it.Offset, "offsets from 0, no gap, no repeat")
 		switch it.Topic {
-		case activities.TopicCalls:
+		case protocol.TopicCalls:
 			var ci agentrun.CallItem
 			require.NoError(t, it.Decode(&ci))
 			calls = append(calls, ci)
-		case activities.TopicText:
-			var ti activities.TextItem
+		case protocol.TopicText:
+			var ti protocol.TextItem
 			require.NoError(t, it.Decode(&ti))
 			if ti.Done {
 				_, dup := done[ti.Turn]
@@ -411,8 +413,8 @@ func TestStreamTypeScriptClient(t *testing.T) {
 	closed := desc.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
 	early, retried := 0, false
 	for _, l := range got {
-		var ti activities.TextItem
-		if l.Topic == activities.TopicText && json.Unmarshal(l.Data, &ti) == nil {
+		var ti protocol.TextItem
+		if l.Topic == protocol.TopicText && json.Unmarshal(l.Data, &ti) == nil {
 			if !ti.Done && time.UnixMilli(l.At).Before(closed) {
 				early++
 			}

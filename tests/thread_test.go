@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -179,7 +183,7 @@ func TestStrictInputs(t *testing.T) {
 		err = r.Get(ctxT(t), nil)
 		var app *temporal.ApplicationError
 		require.ErrorAs(t, err, &app)
-		assert.Equal(t, activities.ErrBadInput, app.Type())
+		assert.Equal(t, protocol.ErrBadInput, app.Type())
 		assert.Equal(t, `run input: unknown fields "maxTurns" (did you mean "max_turns"?), "threadId" (did you mean "thread_id"?)`, app.Message(),
 			"every unknown field, named")
 		assert.True(t, app.NonRetryable())
@@ -206,12 +210,12 @@ func TestStrictInputs(t *testing.T) {
 			err := update(t, c, h.WorkflowID, agentrun.UpdateResume, body)
 			var app *temporal.ApplicationError
 			require.ErrorAs(t, err, &app, name)
-			assert.Equal(t, activities.ErrBadInput, app.Type(), name)
+			assert.Equal(t, protocol.ErrBadInput, app.Type(), name)
 		}
 		err := update(t, c, h.WorkflowID, agentrun.UpdateHooks, map[string]any{"installHooks": []string{"upper_order_id"}})
 		var app *temporal.ApplicationError
 		require.ErrorAs(t, err, &app)
-		assert.Equal(t, activities.ErrBadInput, app.Type())
+		assert.Equal(t, protocol.ErrBadInput, app.Type())
 		assert.Contains(t, app.Message(), `unknown field "installHooks"`)
 	})
 
@@ -244,14 +248,14 @@ func update(t *testing.T, c client.Client, workflowID, name string, arg any) err
 func TestRunFailedIsOneLine(t *testing.T) {
 	c := dial(t, server.Address())
 	forever := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
-		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
+		return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "m", Name: "mint_case_id", Arguments: "{}"}}}, nil
 	})
 	tq := scriptWorker(t, c, demo.NewToolbox(), map[string]activities.Model{"m": forever})
 	_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "m", MaxTurns: 2})
 	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
 	assert.Equal(t, "agent run failed (tulip.MaxTurnsExceeded): the run reached its limit of 2 model turns", failed.Error())
-	assert.Equal(t, activities.ErrMaxTurns, failed.Type())
+	assert.Equal(t, protocol.ErrMaxTurns, failed.Type())
 	require.NotNil(t, failed.Result)
 	assert.Len(t, failed.Result.Trace, 2)
 }
@@ -274,7 +278,7 @@ func TestRefusedRunLeavesThreadIntact(t *testing.T) {
 	require.NoError(t, err)
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, bad.Get(ctxT(t), nil), &app)
-	require.Equal(t, activities.ErrBadInput, app.Type())
+	require.Equal(t, protocol.ErrBadInput, app.Type())
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "third", ThreadID: thread, Message: "again"})
 	require.NoError(t, err)
 	assert.Equal(t, agentrun.OutcomeCached, res.Trace[0].Outcome)
@@ -290,14 +294,14 @@ func TestFailedRunMidThreadKeepsItsRecords(t *testing.T) {
 	other := `{"order_id": "ord-7", "amount": 5}`
 	failing := scenario.Run{Turns: []scenario.Turn{
 		turn(call("f1", "issue_refund", other)),
-		{InstallHooks: []string{"no_such_hook"}, ToolCalls: []activities.ToolCall{call("f2", "lookup_order", `{"order_id": "ord-7"}`)}},
+		{InstallHooks: []string{"no_such_hook"}, ToolCalls: []threadstate.ToolCall{call("f2", "lookup_order", `{"order_id": "ord-7"}`)}},
 	}}
 	again := scenario.Run{Turns: []scenario.Turn{turn(call("a1", "issue_refund", other))}}
 	tq2 := scriptWorker(t, c, tb, map[string]activities.Model{"failing": failing.Model(), "again": again.Model()})
 	_, _, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq2, Model: "failing", ThreadID: thread, Message: "refund ord-7"})
 	var failed *runclient.RunFailedError
 	require.ErrorAs(t, err, &failed)
-	require.Equal(t, activities.ErrUnknownHook, failed.Type())
+	require.Equal(t, protocol.ErrUnknownHook, failed.Type())
 	require.Equal(t, 2, tb.Invocations()["issue_refund"])
 
 	_, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq2, Model: "again", ThreadID: thread, Message: "again"})
@@ -337,20 +341,20 @@ func TestCheckpointerChoiceReplays(t *testing.T) {
 // memStore is a custom Checkpointer in memory.
 type memStore struct {
 	mu sync.Mutex
-	m  map[string]*activities.Checkpoint
+	m  map[string]*threadstate.Checkpoint
 }
 
-func (s *memStore) Load(_ context.Context, ref activities.ThreadRef) (*activities.Checkpoint, error) {
+func (s *memStore) Load(_ context.Context, ref threadstate.ThreadRef) (*threadstate.Checkpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[ref.ThreadID], nil
 }
 
-func (s *memStore) Save(_ context.Context, ref activities.ThreadRef, cp *activities.Checkpoint) error {
+func (s *memStore) Save(_ context.Context, ref threadstate.ThreadRef, cp *threadstate.Checkpoint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[string]*activities.Checkpoint{}
+		s.m = map[string]*threadstate.Checkpoint{}
 	}
 	s.m[ref.ThreadID] = cp
 	return nil

@@ -7,10 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -45,7 +46,7 @@ func TestTypeScriptClient(t *testing.T) {
 	assert.Equal(t, agentrun.OutcomeCached, out.Result.Trace[0].Outcome, "the TypeScript-started run continued the thread")
 	assert.Equal(t, 1, tb.Invocations()["issue_refund"])
 	require.NotNil(t, out.Bad)
-	assert.Equal(t, activities.ErrBadInput, out.Bad.Type)
+	assert.Equal(t, protocol.ErrBadInput, out.Bad.Type)
 	assert.Contains(t, out.Bad.Message, `unknown field "threadId"`)
 	require.Len(t, out.Log, 2)
 	assert.Equal(t, dedup.Cached, out.Log[1].Origin)

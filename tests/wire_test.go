@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
@@ -25,7 +27,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
@@ -239,9 +240,9 @@ func (p *wireProxy) checkPoll(ps *commonpb.Payloads) {
 			continue
 		}
 		switch it.Topic {
-		case activities.TopicCalls:
+		case protocol.TopicCalls:
 			p.checkPayload("stream item "+it.Topic, "call-item", pl)
-		case activities.TopicText:
+		case protocol.TopicText:
 			p.checkPayload("stream item "+it.Topic, "text-item", pl)
 		default:
 			p.violation("%s: item %d on an unknown topic %q", kind, it.Offset, it.Topic)

@@ -3,14 +3,15 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	sdkworker "go.temporal.io/sdk/worker"
 	"strings"
 	"time"
 
+	sdkworker "go.temporal.io/sdk/worker"
+
 	"go.temporal.io/sdk/client"
 
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/anthropicmodel"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/runclient"
@@ -75,7 +76,7 @@ func (mf *modelFlags) missing() bool {
 const supportPrompt = "You are a support agent. Use the tools to help the customer; do not repeat a tool call you already made unless you must."
 
 // newModel is the model the flags name.
-func (mf *modelFlags) newModel() (activities.Model, error) {
+func (mf *modelFlags) newModel() (tulip.Model, error) {
 	switch mf.provider {
 	case "anthropic":
 		keyEnv := mf.apiKeyEnv
@@ -86,7 +87,7 @@ func (mf *modelFlags) newModel() (activities.Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		return activities.PublicModel(m), nil
+		return m, nil
 	case "openai", "":
 		m, err := openaimodel.New(openaimodel.Options{BaseURL: mf.baseURL, Model: mf.model, APIKeyEnv: mf.apiKeyEnv, KeyHeader: mf.keyHeader,
 			SystemPrompt: supportPrompt, Timeout: mf.timeout, IdleTimeout: mf.idle})
@@ -94,7 +95,7 @@ func (mf *modelFlags) newModel() (activities.Model, error) {
 			return nil, err
 		}
 		mf.window = m.ContextWindow()
-		return activities.PublicModel(m), nil
+		return m, nil
 	}
 	return nil, fmt.Errorf("--provider %q: use openai or anthropic", mf.provider)
 }
@@ -130,12 +131,12 @@ func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func()
 		return nil, nil, usageError{err.Error()}
 	}
 	tb := demo.NewToolbox()
-	set, err := e.openMCP(mf.mcp, toolNames(tb.Tools()))
+	set, err := e.openMCP(mf.mcp, tb.Names())
 	if err != nil {
 		return nil, nil, err
 	}
-	stop, err := s.startWorker(taskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{chatModel: m}, ModelTimeout: mf.timeout, ContextTokens: mf.budgets()})
+	stop, err := s.startWorker(taskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: workerplugin.PublicToolsets(toolsets(set)), Hooks: demo.Hooks(),
+		Models: workerplugin.PublicModels(map[string]any{chatModel: m}), ModelTimeout: mf.timeout, ContextTokens: mf.budgets()})
 	if err != nil {
 		_ = set.Close()
 		return nil, nil, err

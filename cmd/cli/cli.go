@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -25,7 +27,6 @@ import (
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/keyfile"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
@@ -515,7 +516,7 @@ func (s *session) startWorker(taskQueue string, opts workerplugin.Options) (func
 		if err != nil {
 			return nil, err
 		}
-		opts.Checkpointer = activities.TemporalCheckpointer{Store: store}
+		opts.Checkpointer = threadstate.TemporalCheckpointer{Store: store}
 	}
 	for _, w := range storeWarnings(s.env.ctx, s.client, s.ns, s.threads, s.keys != nil, s.local) {
 		fmt.Fprintln(s.env.stderr, "tulip: "+w)

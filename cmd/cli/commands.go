@@ -17,12 +17,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo"
@@ -131,13 +132,13 @@ func (e *env) dev(args []string) error {
 	}
 	defer s.Close()
 	tb := demo.NewToolbox()
-	set, err := e.openMCP(mc, toolNames(tb.Tools()))
+	set, err := e.openMCP(mc, tb.Names())
 	if err != nil {
 		return err
 	}
 	defer set.Close()
-	stop, err := s.startWorker(DevTaskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: toolsets(set), Hooks: demo.Hooks(),
-		Models: map[string]activities.Model{"demo": demo.RefundStory().Runs[0].Model(), demo.SupportModelName: demo.SupportModel()}})
+	stop, err := s.startWorker(DevTaskQueue, workerplugin.Options{Tools: tb.Tools(), Toolsets: workerplugin.PublicToolsets(toolsets(set)), Hooks: demo.Hooks(),
+		Models: demo.Models()})
 	if err != nil {
 		return err
 	}
@@ -312,7 +313,7 @@ func loadPrices(path string) (map[string]price, error) {
 // printCost prints the thread's tokens per model, and with prices each
 // model's cost and the total: prompt tokens not cached at the prompt
 // price, cached ones at the cached price, completion at its own.
-func printCost(w io.Writer, byModel map[string]*activities.Usage, prices map[string]price) {
+func printCost(w io.Writer, byModel map[string]*threadstate.Usage, prices map[string]price) {
 	var total float64
 	var unpriced []string
 	for _, name := range slices.Sorted(maps.Keys(byModel)) {

@@ -12,9 +12,10 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
@@ -23,8 +24,8 @@ import (
 // exportedThread is a thread as 'tulip export' writes it: its state in
 // full (conversation, every agent's log, tokens), readable with no server.
 type exportedThread struct {
-	Thread string                 `json:"thread"`
-	State  *activities.Checkpoint `json:"state"`
+	Thread string                  `json:"thread"`
+	State  *threadstate.Checkpoint `json:"state"`
 }
 
 // evalCall is one call of a model response.
@@ -64,8 +65,8 @@ type evalReport struct {
 	Held    int               `json:"held"`
 	Answers map[string]string `json:"answers"`
 	// Tokens are the origin thread's and the fork's.
-	Tokens map[string]*activities.Usage `json:"tokens"`
-	Error  string                       `json:"error,omitempty"`
+	Tokens map[string]*threadstate.Usage `json:"tokens"`
+	Error  string                        `json:"error,omitempty"`
 }
 
 // evalDecline is the answer eval gives a held call: the fork goes on
@@ -148,7 +149,7 @@ func (e *env) eval(args []string) error {
 // or read from an exported file.
 type evalOrigin struct {
 	thread string
-	state  *activities.Checkpoint
+	state  *threadstate.Checkpoint
 }
 
 // evalInputs reads the arguments: a .json file or a directory of them is
@@ -209,7 +210,7 @@ func readExported(path string) (evalOrigin, error) {
 // later user messages as further runs, and compares.
 func (e *env) evalOne(cl client.Client, base runclient.RunOptions, o evalOrigin) evalReport {
 	rep := evalReport{Thread: o.thread, NewCalls: []evalCall{}, NoLongerMade: []evalCall{}, Answers: map[string]string{},
-		Tokens: map[string]*activities.Usage{}}
+		Tokens: map[string]*threadstate.Usage{}}
 	fail := func(err error) evalReport {
 		rep.Verdict, rep.Error = "failed", oneLine(err.Error())
 		return rep
@@ -261,7 +262,7 @@ func (e *env) evalOne(cl client.Client, base runclient.RunOptions, o evalOrigin)
 // laterRuns are a conversation's user messages that started a run after
 // the first: each follows a final answer (a resume's answer follows the
 // held calls' tool messages, and starts none).
-func laterRuns(msgs []activities.Message) []string {
+func laterRuns(msgs []threadstate.Message) []string {
 	var later []string
 	for i, m := range msgs {
 		if prev := i - 1; m.Role == "user" && prev >= 0 && msgs[prev].Role == "assistant" && len(msgs[prev].ToolCalls) == 0 {
@@ -312,7 +313,7 @@ func (e *env) evalRun(cl client.Client, opts runclient.RunOptions, rep *evalRepo
 
 // responses are a conversation's model responses: each one's calls, and
 // the last one's text.
-func responses(msgs []activities.Message) (calls [][]evalCall, answer string) {
+func responses(msgs []threadstate.Message) (calls [][]evalCall, answer string) {
 	for _, m := range msgs {
 		if m.Role != "assistant" {
 			continue
@@ -352,7 +353,7 @@ func sameCall(a, b evalCall) bool {
 }
 
 // compare fills rep from the origin's and the fork's conversations.
-func compare(rep *evalReport, origin, fork []activities.Message) {
+func compare(rep *evalReport, origin, fork []threadstate.Message) {
 	oc, oa := responses(origin)
 	fc, fa := responses(fork)
 	rep.Answers["origin"], rep.Answers["fork"] = oa, fa
@@ -452,7 +453,7 @@ func orNone(b json.RawMessage) string {
 	return string(b)
 }
 
-func tokenWords(u *activities.Usage) string {
+func tokenWords(u *threadstate.Usage) string {
 	if u == nil {
 		return "-"
 	}

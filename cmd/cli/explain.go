@@ -6,7 +6,8 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
@@ -26,8 +27,8 @@ type explanation struct {
 	// Fork, on a forked thread, is where it came from; OriginRecords, for
 	// a call served from the origin, are the origin's records equal to it
 	// from the fork's point on (the first unused one served it).
-	Fork          *activities.ForkOf `json:"fork,omitempty"`
-	OriginRecords []int              `json:"origin_records,omitempty"`
+	Fork          *threadstate.ForkOf `json:"fork,omitempty"`
+	OriginRecords []int               `json:"origin_records,omitempty"`
 }
 
 type otherRecord struct {
@@ -162,7 +163,7 @@ var reasonWords = map[dedup.NearMissReason]string{
 }
 
 // agentsOf lists the agents with a log on a thread, sorted.
-func agentsOf(cp *activities.Checkpoint) []string {
+func agentsOf(cp *threadstate.Checkpoint) []string {
 	names := []string{}
 	if cp != nil {
 		for name := range cp.Agents {
@@ -184,7 +185,7 @@ func contains(s []int, v int) bool {
 
 // originRecords are the records of a fork's origin equal to rec (its tool,
 // its arguments by the value model) from the fork's point on.
-func originRecords(e *env, s *session, f *activities.ForkOf, agent string, rec *dedup.Record) ([]int, error) {
+func originRecords(e *env, s *session, f *threadstate.ForkOf, agent string, rec *dedup.Record) ([]int, error) {
 	cp, err := runclient.Thread(e.ctx, s.client, f.Thread)
 	if err != nil {
 		return nil, fmt.Errorf("the fork's origin, thread %s: %w", f.Thread, err)

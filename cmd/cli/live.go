@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/internal/scenario"
@@ -51,18 +52,18 @@ func (l *live) item(it streams.Item) error {
 	defer l.mu.Unlock()
 	l.next = it.Offset + 1
 	switch it.Topic {
-	case activities.TopicCalls:
+	case protocol.TopicCalls:
 		var ci agentrun.CallItem
 		if err := it.Decode(&ci); err != nil {
 			return nil // an item this build cannot read is skipped
 		}
 		l.call(ci)
-	case activities.TopicText:
-		var ti activities.TextItem
+	case protocol.TopicText:
+		var ti protocol.TextItem
 		if err := it.Decode(&ti); err == nil && !l.asJSON {
 			l.text(ti)
 		}
-	case activities.TopicContext:
+	case protocol.TopicContext:
 		var c agentrun.Compaction
 		if err := it.Decode(&c); err == nil && !l.asJSON {
 			fmt.Fprintf(l.e.stdout, "[compacted before turn %d: a summary now stands for messages 1-%d (%d new), the call at ~%d of %d tokens]\n",
@@ -107,7 +108,7 @@ func (l *live) call(ci agentrun.CallItem) {
 	fmt.Fprintf(w, "  [turn %d] %s %s → %s  %s\n", ci.Turn, ci.Tool, clip(string(ci.Arguments), 60), outcome, clip(detail, 60))
 }
 
-func (l *live) text(ti activities.TextItem) {
+func (l *live) text(ti protocol.TextItem) {
 	w := l.e.stdout
 	key := [2]int{ti.Turn, ti.Attempt}
 	if l.answered[ti.Turn] {

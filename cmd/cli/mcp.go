@@ -13,7 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/mcp"
 )
 
@@ -218,25 +218,12 @@ func (e *env) openMCP(m *mcpConfig, goTools []string) (*mcp.Set, error) {
 	return mcp.Open(ctx, servers, opts)
 }
 
-// toolNames are the names of Go tools, for the clash check.
-func toolNames(tools []*activities.Tool) []string {
-	var names []string
-	for _, t := range tools {
-		names = append(names, t.Spec().Name)
-	}
-	return names
-}
-
 // toolsets is set's toolsets (none for a nil set).
-func toolsets(set *mcp.Set) []activities.Toolset {
+func toolsets(set *mcp.Set) []tulip.Toolset {
 	if set == nil {
 		return nil
 	}
-	var out []activities.Toolset
-	for _, ts := range set.Toolsets() {
-		out = append(out, activities.PublicToolset(ts))
-	}
-	return out
+	return set.Toolsets()
 }
 
 // resumeArgs are the flags that give a resumed worker the same servers;

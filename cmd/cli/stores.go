@@ -10,12 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstore"
+
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/s3store"
 )
 
@@ -71,7 +74,7 @@ func dirOf(raw string) (string, error) {
 
 // openThreadStore opens the thread store raw names, encrypted with keys
 // (nil: none).
-func (e *env) openThreadStore(raw string, keys *codec.Keyring) (activities.Checkpointer, error) {
+func (e *env) openThreadStore(raw string, keys *codec.Keyring) (threadstate.Checkpointer, error) {
 	if isS3(raw) {
 		b, err := s3store.OpenURL(e.ctx, raw)
 		if err != nil {
@@ -90,15 +93,15 @@ func (e *env) openThreadStore(raw string, keys *codec.Keyring) (activities.Check
 			fmt.Fprintf(e.stderr, "tulip: cannot check the thread store yet (%v); its saves will retry\n", err)
 		}
 		if keys == nil {
-			return activities.PublicStore(b.Threads(nil)), nil
+			return threadstate.PublicStore(b.Threads(nil)), nil
 		}
-		return activities.PublicStore(b.Threads(keys)), nil
+		return threadstate.PublicStore(b.Threads(keys)), nil
 	}
 	dir, err := dirOf(raw)
 	if err != nil {
 		return nil, usageError{"--thread-store " + err.Error()}
 	}
-	d := activities.DirStore{Dir: dir}
+	d := threadstore.DirStore{Dir: dir}
 	if keys != nil {
 		d.Codec = keys
 	}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sort"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
@@ -16,7 +18,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	sdkworkflow "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo/witness"
@@ -231,7 +232,7 @@ func countEffects(rs []witness.Request) (effects, retries int) {
 // records stay thin; origins, served-from and call ids are all there) or,
 // when every run of the thread was deleted (history_delete), the one its
 // thread store holds (nil: none).
-func threadLog(ctx context.Context, c client.Client, threadID string, store activities.Checkpointer) ([]Record, error) {
+func threadLog(ctx context.Context, c client.Client, threadID string, store threadstate.Checkpointer) ([]Record, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && store != nil {
@@ -311,8 +312,8 @@ func firstLine(s string) string {
 }
 
 // storedLog is the default agent's log in the thread store's state.
-func storedLog(ctx context.Context, store activities.Checkpointer, threadID string) ([]Record, error) {
-	cp, err := store.Load(ctx, activities.ThreadRef{ThreadID: threadID})
+func storedLog(ctx context.Context, store threadstate.Checkpointer, threadID string) ([]Record, error) {
+	cp, err := store.Load(ctx, threadstate.ThreadRef{ThreadID: threadID})
 	if err != nil {
 		return nil, fmt.Errorf("soak: thread %s: every run deleted, and its thread store: %w", threadID, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -12,7 +14,6 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/s3store"
 )
 
@@ -25,7 +26,7 @@ const LateSaveDelay = 6 * time.Second
 // (s3store), encrypted with keyFile's keys when there is one. With
 // late, half the saves are made again, late (lateSaver); with
 // noCAS (the no-cas control), writes are sent without their conditions.
-func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool, creds ...aws.Credentials) (activities.Checkpointer, error) {
+func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool, creds ...aws.Credentials) (threadstate.Checkpointer, error) {
 	o, err := s3store.ParseURL(raw)
 	if err != nil {
 		return nil, err
@@ -71,9 +72,9 @@ func s3Threads(ctx context.Context, raw, keyFile string, late, noCAS bool, creds
 			return nil, err
 		}
 	}
-	st := activities.PublicStore(b.Threads(nil))
+	st := threadstate.PublicStore(b.Threads(nil))
 	if keys != nil {
-		st = activities.PublicStore(b.Threads(keys))
+		st = threadstate.PublicStore(b.Threads(keys))
 	}
 	if late {
 		st = lateSaver{st}
@@ -89,9 +90,9 @@ type lateKey struct{}
 // thread's entry at once and writes LateSaveDelay later, by when the
 // thread's next run may have saved a newer state. The store's conditional
 // write must refuse it (the no-cas control lets it through).
-type lateSaver struct{ activities.Checkpointer }
+type lateSaver struct{ threadstate.Checkpointer }
 
-func (l lateSaver) Save(ctx context.Context, ref activities.ThreadRef, cp *activities.Checkpoint) error {
+func (l lateSaver) Save(ctx context.Context, ref threadstate.ThreadRef, cp *threadstate.Checkpoint) error {
 	if err := l.Checkpointer.Save(ctx, ref, cp); err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
@@ -26,7 +28,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
@@ -564,7 +565,7 @@ func randomID() string {
 
 // store is the workers' thread store, as the checker reads it (nil with
 // the no-thread-store control).
-func (s *soak) store() activities.Checkpointer {
+func (s *soak) store() threadstate.Checkpointer {
 	if s.o.Inject == "no-thread-store" {
 		return nil
 	}
@@ -732,7 +733,7 @@ func (s *soak) checkStale(ctx context.Context) {
 		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 			continue
 		}
-		cp, err := st.Load(ctx, activities.ThreadRef{ThreadID: thread})
+		cp, err := st.Load(ctx, threadstate.ThreadRef{ThreadID: thread})
 		if err != nil || cp == nil {
 			s.sum.violate("thread %d: its stored state: %v (none: %t)", t, err, cp == nil)
 			continue

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -182,7 +184,7 @@ func v2Tools(tools []*activities.Tool, bill billing.Client) ([]*activities.Tool,
 			out = append(out, t)
 		}
 	}
-	status, err := activities.NewTool(activities.ToolSpec{Name: "refund_status", Idempotent: true,
+	status, err := activities.NewTool(protocol.ToolSpec{Name: "refund_status", Idempotent: true,
 		Description: "Look a refund up at billing by its idempotency key."},
 		func(ctx context.Context, in struct {
 			Key string `json:"key"`

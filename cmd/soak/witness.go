@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // Attempt phases.
@@ -63,7 +63,7 @@ func (r Recovery) Percentile(q float64) time.Duration {
 
 // counted says whether an activity type is a call: a tool or the model.
 func counted(activityType string) bool {
-	return activityType == activities.ModelActivity || strings.HasPrefix(activityType, activities.ToolActivityPrefix)
+	return activityType == protocol.ModelActivity || strings.HasPrefix(activityType, protocol.ToolActivityPrefix)
 }
 
 // Recoveries reads the attempts file twice (open gives it from its start),
@@ -96,7 +96,7 @@ func Recoveries(open func() (io.ReadCloser, error), kills []Kill) (Recovery, err
 		}
 		key := a.Workflow + "/" + a.Run + "/" + a.Activity
 		if a.Phase == PhaseStart {
-			f := &inflight{attempt: a.Attempt, killAt: at, tool: strings.TrimPrefix(a.Type, activities.ToolActivityPrefix)}
+			f := &inflight{attempt: a.Attempt, killAt: at, tool: strings.TrimPrefix(a.Type, protocol.ToolActivityPrefix)}
 			open1[key] = f
 			byRun[a.Workflow+"/"+a.Run] = append(byRun[a.Workflow+"/"+a.Run], f)
 		} else if f := open1[key]; f != nil && f.attempt == a.Attempt {

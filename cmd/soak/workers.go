@@ -17,6 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstore"
+
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -177,7 +183,7 @@ type WorkerOptions struct {
 	// OnUnknown and EffectKills are Options'.
 	OnUnknown   string
 	EffectKills float64
-	// ThreadDir is the workers' thread store (activities.DirStore), shared
+	// ThreadDir is the workers' thread store (threadstore.DirStore), shared
 	// by every worker process. Zero value: none.
 	ThreadDir string
 	// ThreadStore, when set, is the workers' thread store instead: an
@@ -290,7 +296,7 @@ func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 		if err != nil {
 			return wo, err
 		}
-		wo.Checkpointer = activities.TemporalCheckpointer{Store: store}
+		wo.Checkpointer = threadstate.TemporalCheckpointer{Store: store}
 		return wo, nil
 	}
 	if opts.ThreadDir != "" && opts.Inject != "no-thread-store" {
@@ -298,7 +304,7 @@ func workerOptions(opts WorkerOptions) (workerplugin.Options, error) {
 		if err != nil {
 			return wo, err
 		}
-		wo.Checkpointer = activities.TemporalCheckpointer{Store: store}
+		wo.Checkpointer = threadstate.TemporalCheckpointer{Store: store}
 	}
 	return wo, nil
 }
@@ -321,7 +327,7 @@ func refundUnknown(tools []*activities.Tool, opts WorkerOptions) ([]*activities.
 		if opts.OnUnknown != "" {
 			o.StartToCloseTimeout = 5 * time.Second
 		}
-		if opts.OnUnknown == activities.OnUnknownCheck {
+		if opts.OnUnknown == protocol.OnUnknownCheck {
 			o.Check = func(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
 				rc, ok, err := bill.Lookup(ctx, in.IdempotencyKey)
 				if err != nil || !ok {
@@ -378,7 +384,7 @@ func nonIdempotent(tools []*activities.Tool) ([]*activities.Tool, error) {
 
 // redeclare declares t again with spec and opts, its body t's; after
 // (nil: nothing) runs once the body returned without an error.
-func redeclare(t *activities.Tool, spec activities.ToolSpec, opts activities.ToolOptions, after func(ctx context.Context)) (*activities.Tool, error) {
+func redeclare(t *activities.Tool, spec protocol.ToolSpec, opts activities.ToolOptions, after func(ctx context.Context)) (*activities.Tool, error) {
 	fn := t.Activity()
 	return activities.NewTool(spec, func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
 		in, _ := activities.CallInfo(ctx)
@@ -424,8 +430,8 @@ func (a *activityRecorder) ExecuteActivity(ctx context.Context, in *interceptor.
 
 // threadStore is the thread store in dir, encrypted with keyFile's keys
 // when there is one.
-func threadStore(dir, keyFile string) (activities.Checkpointer, error) {
-	store := activities.DirStore{Dir: dir}
+func threadStore(dir, keyFile string) (threadstate.Checkpointer, error) {
+	store := threadstore.DirStore{Dir: dir}
 	if keyFile != "" {
 		keys, err := codec.LoadKeyFile(keyFile)
 		if err != nil {

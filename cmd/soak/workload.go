@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -35,17 +39,17 @@ func Script(k, t int, plain bool) scenario.Run {
 	page := fmt.Sprintf(`{"case_id": "case-%d", "summary": "refund"}`, t)
 	id := func(s string) string { return fmt.Sprintf("t%dk%d-%s", t, k, s) }
 	run := scenario.Run{Turns: []scenario.Turn{
-		{ToolCalls: []activities.ToolCall{{ID: id("a"), Name: "issue_refund", Arguments: refund}, {ID: id("b"), Name: "issue_refund", Arguments: refundAgain}}},
-		{ToolCalls: []activities.ToolCall{{ID: id("c"), Name: "page_oncall", Arguments: page}, {ID: id("d"), Name: "mint_case_id", Arguments: "{}"}}},
-		{ToolCalls: []activities.ToolCall{{ID: id("e"), Name: "issue_refund", Arguments: refundAgain}, {ID: id("f"), Name: "page_oncall", Arguments: page}}},
+		{ToolCalls: []threadstate.ToolCall{{ID: id("a"), Name: "issue_refund", Arguments: refund}, {ID: id("b"), Name: "issue_refund", Arguments: refundAgain}}},
+		{ToolCalls: []threadstate.ToolCall{{ID: id("c"), Name: "page_oncall", Arguments: page}, {ID: id("d"), Name: "mint_case_id", Arguments: "{}"}}},
+		{ToolCalls: []threadstate.ToolCall{{ID: id("e"), Name: "issue_refund", Arguments: refundAgain}, {ID: id("f"), Name: "page_oncall", Arguments: page}}},
 	}}
 	if !plain {
 		run.Hooks = []string{"approve_isolate_host"}
 	}
 	if k%3 == 0 && !plain {
-		run.Turns = append(run.Turns, scenario.Turn{ToolCalls: []activities.ToolCall{{ID: id("g"), Name: "isolate_host", Arguments: fmt.Sprintf(`{"host": "web-%d"}`, t)}}})
+		run.Turns = append(run.Turns, scenario.Turn{ToolCalls: []threadstate.ToolCall{{ID: id("g"), Name: "isolate_host", Arguments: fmt.Sprintf(`{"host": "web-%d"}`, t)}}})
 		run.Resumes = []scenario.Resume{{Answer: "approved", PerformDangling: true, Turns: []scenario.Turn{
-			{ToolCalls: []activities.ToolCall{{ID: id("h"), Name: "issue_refund", Arguments: refund}}}}}}
+			{ToolCalls: []threadstate.ToolCall{{ID: id("h"), Name: "issue_refund", Arguments: refund}}}}}}
 	}
 	return run
 }
@@ -263,7 +267,7 @@ func resumed(err error) bool {
 	var closed *runclient.NotInterruptedError
 	var app *temporal.ApplicationError
 	return errors.As(err, &closed) ||
-		(errors.As(err, &app) && (app.Type() == activities.ErrNotInterrupted || app.Type() == activities.ErrStaleInterrupt))
+		(errors.As(err, &app) && (app.Type() == protocol.ErrNotInterrupted || app.Type() == protocol.ErrStaleInterrupt))
 }
 
 // startRun starts r, as runclient.Start does (hooks, previous_run_id, a 2 s

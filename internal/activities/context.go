@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -30,13 +34,13 @@ const summaryLead = "[The conversation so far, summarized: its earlier messages 
 
 // view is msgs as the model is sent them: the summary, then the messages
 // from Upto on.
-func (c *Compaction) view(msgs []Message) ([]Message, error) {
+func (c *Compaction) view(msgs []threadstate.Message) ([]threadstate.Message, error) {
 	if c.Upto < 0 || c.Upto > len(msgs) {
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("compaction: it replaces %d messages of %d", c.Upto, len(msgs)), ErrConversation, nil)
+			fmt.Sprintf("compaction: it replaces %d messages of %d", c.Upto, len(msgs)), protocol.ErrConversation, nil)
 	}
-	out := make([]Message, 0, len(msgs)-c.Upto+1)
-	out = append(out, Message{Role: "user", Content: summaryLead + c.Summary})
+	out := make([]threadstate.Message, 0, len(msgs)-c.Upto+1)
+	out = append(out, threadstate.Message{Role: "user", Content: summaryLead + c.Summary})
 	return append(out, msgs[c.Upto:]...), nil
 }
 
@@ -63,7 +67,7 @@ func EstimateTokens(req *ModelRequest) int {
 }
 
 // MessageBytes is a message's text, as EstimateTokens counts it.
-func MessageBytes(m *Message) int {
+func MessageBytes(m *threadstate.Message) int {
 	n := len(m.Content) + 8
 	for _, c := range m.ToolCalls {
 		n += len(c.ID) + len(c.Name) + len(c.Arguments) + 8
@@ -96,8 +100,8 @@ type SummarizeInput struct {
 
 // SummarizeOutput is the summary and what asking for it cost.
 type SummarizeOutput struct {
-	Summary string `json:"summary"`
-	Usage   *Usage `json:"usage,omitempty"`
+	Summary string             `json:"summary"`
+	Usage   *threadstate.Usage `json:"usage,omitempty"`
 }
 
 // SummaryInstructions are the instructions of a summary request.
@@ -112,7 +116,7 @@ func (m *Models) Summarize(ctx context.Context, in SummarizeInput) (SummarizeOut
 	model, ok := m.ByName[in.Conversation.Model]
 	if !ok {
 		return SummarizeOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no model named %q on this worker", in.Conversation.Model), ErrUnknownModel, nil)
+			fmt.Sprintf("no model named %q on this worker", in.Conversation.Model), protocol.ErrUnknownModel, nil)
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
@@ -125,7 +129,7 @@ func (m *Models) Summarize(ctx context.Context, in SummarizeInput) (SummarizeOut
 	}
 	if in.From < 0 || in.From > in.Upto || in.Upto > len(msgs) {
 		return SummarizeOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("summary of messages [%d, %d) of %d", in.From, in.Upto, len(msgs)), ErrConversation, nil)
+			fmt.Sprintf("summary of messages [%d, %d) of %d", in.From, in.Upto, len(msgs)), protocol.ErrConversation, nil)
 	}
 	// The messages as text, in pieces that each fit half the model's
 	// budget with the summary so far: a long stretch is summarized piece
@@ -150,14 +154,14 @@ func (m *Models) Summarize(ctx context.Context, in SummarizeInput) (SummarizeOut
 	pieces = append(pieces, b.String())
 	c := in.Conversation
 	summary := in.Previous
-	var usage *Usage
+	var usage *threadstate.Usage
 	for _, piece := range pieces {
 		text := piece
 		if summary != "" {
 			text = "Summary of what came before:\n" + summary + "\n\nThen:\n" + piece
 		}
 		req := ModelRequest{Model: c.Model, Agent: c.Agent, Thread: c.Thread, Turn: c.Turn, Phase: c.Phase, PhaseTurn: c.PhaseTurn,
-			Messages: []Message{{Role: "user", Content: text}}, Tools: []ToolSpec{}, Instructions: SummaryInstructions, Summary: true}
+			Messages: []threadstate.Message{{Role: "user", Content: text}}, Tools: []protocol.ToolSpec{}, Instructions: SummaryInstructions, Summary: true}
 		resp, err := model.Respond(ctx, req)
 		if err != nil {
 			return SummarizeOutput{}, err
@@ -165,7 +169,7 @@ func (m *Models) Summarize(ctx context.Context, in SummarizeInput) (SummarizeOut
 		if len(resp.ToolCalls) > 0 || strings.TrimSpace(resp.Text) == "" {
 			return SummarizeOutput{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("model %s answered a summary request with %d tool calls and %d bytes of text: a summary is text", c.Model, len(resp.ToolCalls), len(resp.Text)),
-				ErrBadInput, nil)
+				protocol.ErrBadInput, nil)
 		}
 		summary, usage = resp.Text, usage.Add(resp.Usage)
 	}
@@ -173,7 +177,7 @@ func (m *Models) Summarize(ctx context.Context, in SummarizeInput) (SummarizeOut
 }
 
 // renderForSummary is a message as a line of a summary request's text.
-func renderForSummary(msg Message) string {
+func renderForSummary(msg threadstate.Message) string {
 	var b strings.Builder
 	switch {
 	case msg.Role == "tool":

@@ -8,39 +8,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/activity"
 
 	"go.temporal.io/sdk/temporal"
 )
-
-// ToolCall is one tool call a model emitted.
-type ToolCall struct {
-	// ID is the model's tool-call id.
-	ID string `json:"id"`
-	// Name is the tool's name.
-	Name string `json:"name"`
-	// Arguments is the argument text exactly as the model emitted it.
-	Arguments string `json:"arguments"`
-}
-
-// Message is one entry of the conversation sent to the model.
-type Message struct {
-	// Role is "user", "assistant" or "tool".
-	Role    string `json:"role"`
-	Content string `json:"content,omitempty"`
-	// ToolCalls are an assistant message's calls.
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
-	// ToolCallID is the call a tool message answers.
-	ToolCallID string `json:"tool_call_id,omitempty"`
-	// Served says a tool message's result was served from the execution
-	// log; the body did not run for this call.
-	Served bool `json:"served,omitempty"`
-	// ContentIn, on a served tool message, says its content is that of the
-	// conversation's message number ContentIn (counted from 0 across the
-	// thread's runs): a result another run holds. Readers (the model
-	// activity) put that content in Content; a Model never sees it.
-	ContentIn *int `json:"content_in,omitempty"`
-}
 
 // ModelRequest asks a model for its next response. It is what a Model
 // sees: the whole conversation (after the worker's ConversationPolicy) and
@@ -61,16 +36,16 @@ type ModelRequest struct {
 	PhaseTurn int `json:"phase_turn"`
 	// Messages is the conversation so far: the thread's earlier runs, then
 	// this run's.
-	Messages []Message `json:"messages"`
+	Messages []threadstate.Message `json:"messages"`
 	// Tools are the tools the model may call: the worker's, then the
 	// run's client tools (RunInput.ClientTools), which the caller runs.
-	Tools []ToolSpec `json:"tools"`
+	Tools []protocol.ToolSpec `json:"tools"`
 	// Instructions are the run's own instructions (RunInput.Instructions):
 	// a model sends them as its system prompt, after its own ("" none).
 	Instructions string `json:"instructions,omitempty"`
 	// Params are the run's sampling parameters (RunInput.Params), each
 	// sent when set, over the model's own. Nil: none.
-	Params *ModelParams `json:"params,omitempty"`
+	Params *protocol.ModelParams `json:"params,omitempty"`
 	// Summary: the run asks for a summary of Messages, to send the model
 	// in their place from now on (compaction, docs/context.md). Answer
 	// with text and no tool calls (Tools is empty).
@@ -84,73 +59,19 @@ type ModelRequest struct {
 
 // ModelResponse is one model turn. No tool calls means a final answer.
 type ModelResponse struct {
-	Text      string     `json:"text,omitempty"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Text      string                 `json:"text,omitempty"`
+	ToolCalls []threadstate.ToolCall `json:"tool_calls,omitempty"`
 	// InstallHooks and RemoveHooks change the run's before-hooks before
 	// this response's calls are handled (scripted scenarios use them).
 	InstallHooks []string `json:"install_hooks,omitempty"`
 	RemoveHooks  []string `json:"remove_hooks,omitempty"`
 	// Usage is the tokens the model reports for this response, if any.
-	Usage *Usage `json:"usage,omitempty"`
+	Usage *threadstate.Usage `json:"usage,omitempty"`
 	// Streamed is set by the model activity when it streamed the answer.
 	Streamed *Streamed `json:"streamed,omitempty"`
 	// Context is set by the model activity: the model's context budget
 	// and what this request sent (compaction's measure).
 	Context *ContextReport `json:"context,omitempty"`
-}
-
-// Usage is a model response's token counts (a run's result sums them).
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	// CachedTokens are the prompt tokens read from the provider's prompt
-	// cache (part of PromptTokens), when it reports them.
-	CachedTokens int `json:"cached_tokens,omitempty"`
-}
-
-// Add adds u's counts to s (u nil: nothing) and returns s, made when nil
-// and u is not.
-func (s *Usage) Add(u *Usage) *Usage {
-	if u == nil {
-		return s
-	}
-	if s == nil {
-		s = &Usage{}
-	}
-	s.PromptTokens += u.PromptTokens
-	s.CompletionTokens += u.CompletionTokens
-	s.CachedTokens += u.CachedTokens
-	return s
-}
-
-// Plus is s and u summed in a new Usage (nil when both are nil): neither
-// changes.
-func (s *Usage) Plus(u *Usage) *Usage {
-	if s == nil && u == nil {
-		return nil
-	}
-	var out Usage
-	return out.Add(s).Add(u)
-}
-
-// CloneUsage is a copy of m whose counts m does not share (nil for none).
-func CloneUsage(m map[string]*Usage) map[string]*Usage {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]*Usage, len(m))
-	for k, u := range m {
-		out[k] = u.Plus(nil)
-	}
-	return out
-}
-
-// ModelParams are a run's sampling parameters: each, when set, is sent to
-// the model in place of the model's own setting.
-type ModelParams struct {
-	Temperature     *float64 `json:"temperature,omitempty"`
-	TopP            *float64 `json:"top_p,omitempty"`
-	MaxOutputTokens *int     `json:"max_output_tokens,omitempty"`
 }
 
 // Model produces an agent's responses. It runs in an activity, so it may
@@ -177,12 +98,12 @@ func (f ModelFunc) Respond(ctx context.Context, req ModelRequest) (ModelResponse
 // ConversationPolicy chooses what a model is shown of the conversation. It
 // runs on the worker, in the model activity: it never changes what the
 // workflow holds, what the logs hold, or how calls match.
-type ConversationPolicy func(messages []Message) []Message
+type ConversationPolicy func(messages []threadstate.Message) []threadstate.Message
 
 // LastTurns is a ConversationPolicy that shows the model the last n user
 // messages and everything after the first of them (n <= 0: everything).
 func LastTurns(n int) ConversationPolicy {
-	return func(msgs []Message) []Message {
+	return func(msgs []threadstate.Message) []threadstate.Message {
 		if n <= 0 {
 			return msgs
 		}
@@ -221,21 +142,21 @@ type ModelInput struct {
 	// Base is the conversation the previous model call of the run saw.
 	Base *Cursor `json:"base,omitempty"`
 	// New are the messages after Base.
-	New []Message `json:"new,omitempty"`
+	New []threadstate.Message `json:"new,omitempty"`
 	// Digest is the digest of Base followed by New.
 	Digest string `json:"digest,omitempty"`
 
 	// Messages (legacy inputs only) is the whole conversation.
-	Messages []Message `json:"messages,omitempty"`
+	Messages []threadstate.Message `json:"messages,omitempty"`
 	// Tools (legacy inputs only) are the tool specs.
-	Tools []ToolSpec `json:"tools,omitempty"`
+	Tools []protocol.ToolSpec `json:"tools,omitempty"`
 	// TextStream, when set, streams the answer to the run's stream.
 	TextStream *TextStream `json:"text_stream,omitempty"`
 	// Instructions, Params and ClientTools are the run's
 	// (RunInput.Instructions, Params, ClientTools), for the request.
-	Instructions string       `json:"instructions,omitempty"`
-	Params       *ModelParams `json:"params,omitempty"`
-	ClientTools  []ToolSpec   `json:"client_tools,omitempty"`
+	Instructions string                `json:"instructions,omitempty"`
+	Params       *protocol.ModelParams `json:"params,omitempty"`
+	ClientTools  []protocol.ToolSpec   `json:"client_tools,omitempty"`
 	// Compaction, when set, sends the model a summary in place of the
 	// conversation's first messages (docs/context.md).
 	Compaction *Compaction `json:"compaction,omitempty"`
@@ -255,7 +176,7 @@ type Cursor struct {
 type Models struct {
 	ByName map[string]Model
 	// Tools are the worker's tool specs, shown to the model.
-	Tools []ToolSpec
+	Tools []protocol.ToolSpec
 	// Policy chooses what the model is shown. Zero value: everything.
 	Policy ConversationPolicy
 	// Cache holds recent conversations by digest. Zero value (nil): every
@@ -272,7 +193,7 @@ type Models struct {
 	// Store is the worker's thread store (TemporalCheckpointer.Store): a
 	// conversation whose earlier runs are gone is read from it. Zero
 	// value: none.
-	Store Checkpointer
+	Store threadstate.Checkpointer
 	// Budgets are, per model name, the most input tokens a call may send
 	// (compaction keeps the conversation under them, docs/context.md).
 	// A model without one has no budget.
@@ -281,7 +202,7 @@ type Models struct {
 
 // NewModels returns the model activity for models, tools and policy, with
 // a conversation cache of DefaultCacheNodes nodes and DefaultCacheBytes.
-func NewModels(models map[string]Model, tools []ToolSpec, policy ConversationPolicy) *Models {
+func NewModels(models map[string]Model, tools []protocol.ToolSpec, policy ConversationPolicy) *Models {
 	return &Models{ByName: models, Tools: tools, Policy: policy, Cache: NewConversationCache(DefaultCacheNodes)}
 }
 
@@ -290,7 +211,7 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 	model, ok := m.ByName[in.Model]
 	if !ok {
 		return ModelResponse{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("no model named %q on this worker", in.Model), ErrUnknownModel, nil)
+			fmt.Sprintf("no model named %q on this worker", in.Model), protocol.ErrUnknownModel, nil)
 	}
 	// Heartbeats from the start: reading the conversation from the run (a
 	// query, which a busy worker may take seconds to answer) is part of
@@ -372,10 +293,10 @@ func (m *Models) Respond(ctx context.Context, in ModelInput) (ModelResponse, err
 		if err != nil {
 			outcome = "error"
 		}
-		mh.WithTags(map[string]string{"model": in.Model, "outcome": outcome}).Timer(MetricModelLatency).Record(time.Since(start))
+		mh.WithTags(map[string]string{"model": in.Model, "outcome": outcome}).Timer(protocol.MetricModelLatency).Record(time.Since(start))
 		if u := resp.Usage; err == nil && u != nil {
-			mh.WithTags(map[string]string{"model": in.Model, "kind": "prompt"}).Counter(MetricModelTokens).Inc(int64(u.PromptTokens))
-			mh.WithTags(map[string]string{"model": in.Model, "kind": "completion"}).Counter(MetricModelTokens).Inc(int64(u.CompletionTokens))
+			mh.WithTags(map[string]string{"model": in.Model, "kind": "prompt"}).Counter(protocol.MetricModelTokens).Inc(int64(u.PromptTokens))
+			mh.WithTags(map[string]string{"model": in.Model, "kind": "completion"}).Counter(protocol.MetricModelTokens).Inc(int64(u.CompletionTokens))
 		}
 	}
 	if err == nil {
@@ -430,17 +351,86 @@ func notedAnswer(ctx context.Context) (ModelResponse, bool) {
 }
 
 // AssistantMessage is the conversation's message for a model response.
-func AssistantMessage(resp ModelResponse) Message {
-	return Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls}
+func AssistantMessage(resp ModelResponse) threadstate.Message {
+	return threadstate.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls}
 }
 
 // offeredOnly is the specs named in offered, in their order.
-func offeredOnly(specs []ToolSpec, offered []string) []ToolSpec {
-	out := make([]ToolSpec, 0, len(offered))
+func offeredOnly(specs []protocol.ToolSpec, offered []string) []protocol.ToolSpec {
+	out := make([]protocol.ToolSpec, 0, len(offered))
 	for _, s := range specs {
 		if slices.Contains(offered, s.Name) {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// conversation rebuilds in's whole conversation, checks its digest, and
+// fills in the content of served messages that refer to another (ContentIn).
+func (m *Models) conversation(ctx context.Context, in ModelInput) ([]threadstate.Message, error) {
+	var base *convNode
+	if in.Base != nil && in.Base.Count > 0 {
+		base = m.Cache.get(in.Base.Digest)
+		if base == nil || base.count != in.Base.Count {
+			msgs, err := m.fetchBase(ctx, in.Base)
+			if err != nil {
+				return nil, err
+			}
+			if d := threadstate.ExtendDigest("", msgs...); d != in.Base.Digest {
+				return nil, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("the run's conversation (%d messages) does not match the model call's digest", len(msgs)), protocol.ErrConversation, nil)
+			}
+			base = newNode(nil, msgs, len(msgs), in.Base.Digest)
+			m.Cache.put(base)
+		}
+	}
+	d := ""
+	count := 0
+	if base != nil {
+		d, count = base.digest, base.count
+	}
+	d = threadstate.ExtendDigest(d, in.New...)
+	if d != in.Digest {
+		return nil, temporal.NewNonRetryableApplicationError("the model call's new messages do not match its digest", protocol.ErrConversation, nil)
+	}
+	n := newNode(base, in.New, count+len(in.New), d)
+	m.Cache.put(n)
+	msgs := n.flatten()
+	if err := threadstate.ResolveContent(msgs); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+// remember caches in's conversation followed by the model's answer.
+func (m *Models) remember(in ModelInput, answer threadstate.Message) {
+	parent := m.Cache.get(in.Digest)
+	if parent == nil {
+		return
+	}
+	m.Cache.put(newNode(parent, []threadstate.Message{answer}, parent.count+1, threadstate.ExtendDigest(in.Digest, answer)))
+}
+
+// fetchBase reads the first base.Count messages of the calling run's
+// conversation from the runs that hold them; a run deleted while this one
+// was open (retention) gives its part from the thread store's state, which
+// the digest check after it proves the same.
+func (m *Models) fetchBase(ctx context.Context, base *Cursor) ([]threadstate.Message, error) {
+	info := activity.GetInfo(ctx)
+	msgs, err := fetchConversation(ctx, base.Count)
+	if err != nil && m.Store != nil {
+		if head, serr := m.Store.Load(ctx, threadstate.ThreadRef{ThreadID: info.WorkflowExecution.ID}); serr == nil && head != nil && head.Conversation == nil {
+			msgs, err = threadstate.FetchMessagesWithStored(ctx, activity.GetClient(ctx), info.WorkflowExecution.ID, info.WorkflowExecution.RunID, 0, base.Count, head.Messages)
+		}
+	}
+	return msgs, threadstate.Lost(info.WorkflowExecution.ID, err)
+}
+
+// fetchConversation reads the first count messages of the calling run's
+// conversation: from the run itself, and from the runs that hold its
+// earlier parts (QueryPage). Queries add nothing to history.
+func fetchConversation(ctx context.Context, count int) ([]threadstate.Message, error) {
+	info := activity.GetInfo(ctx)
+	return threadstate.FetchMessages(ctx, activity.GetClient(ctx), info.WorkflowExecution.ID, info.WorkflowExecution.RunID, 0, count)
 }

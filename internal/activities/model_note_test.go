@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
@@ -24,7 +26,7 @@ func TestModelNotedAnswer(t *testing.T) {
 
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(models.Respond)
-	env.SetHeartbeatDetails(modelNote{Answer: &ModelResponse{Text: "noted", Usage: &Usage{PromptTokens: 9}}})
+	env.SetHeartbeatDetails(modelNote{Answer: &ModelResponse{Text: "noted", Usage: &threadstate.Usage{PromptTokens: 9}}})
 	v, err := env.ExecuteActivity(models.Respond, ModelInput{Model: "m"})
 	require.NoError(t, err)
 	var got ModelResponse

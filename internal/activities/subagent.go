@@ -3,6 +3,8 @@ package activities
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // SubAgent is what a sub-agent tool runs (NewAgentTool): another agent
@@ -47,7 +49,7 @@ type SubAgentResult struct {
 // the model calls it with a task, and the calling run starts a child
 // workflow that runs sub on the thread PARENT_THREAD/sub/NAME. It has no
 // activity. spec's Parameters, Local and OnUnknown must be unset.
-func NewAgentTool(spec ToolSpec, sub SubAgent) (*Tool, error) {
+func NewAgentTool(spec protocol.ToolSpec, sub SubAgent) (*Tool, error) {
 	if !toolName.MatchString(spec.Name) {
 		return nil, fmt.Errorf("tulip: tool name %q must be 1-64 letters, digits, '_' or '-'", spec.Name)
 	}
@@ -61,7 +63,7 @@ func NewAgentTool(spec ToolSpec, sub SubAgent) (*Tool, error) {
 		sub.Agent = spec.Name
 	}
 	spec.Parameters = SubAgentParameters
-	return &Tool{spec: spec, activity: ToolActivityName(spec.Name), sub: &sub}, nil
+	return &Tool{spec: spec, activity: protocol.ToolActivityName(spec.Name), sub: &sub}, nil
 }
 
 // SubAgent is what a sub-agent tool runs, or nil for any other tool.

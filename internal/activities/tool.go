@@ -11,67 +11,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/internal/toolschema"
-)
-
-// ToolSpec describes a tool to the model and to the dedup runtime.
-type ToolSpec struct {
-	// Name is the tool's name, as the model calls it. Required.
-	Name string `json:"name"`
-	// Description tells the model what the tool does.
-	Description string `json:"description,omitempty"`
-	// Parameters is the JSON schema of the arguments object. NewTool
-	// infers it from the body's argument type when it is empty, and checks
-	// it against that type when it is given (see NewTool). Zero value in a
-	// spec that reaches the model (ToolFromSpec): any object.
-	Parameters json.RawMessage `json:"parameters,omitempty"`
-	// Idempotent: an identical later call in the run is served from the
-	// execution log and the body does not run again.
-	Idempotent bool `json:"idempotent,omitempty"`
-	// KeyTemplate, when set, makes the downstream idempotency key from the
-	// arguments instead of the default derivation: "{name}" is replaced by
-	// the top-level argument name (strings as is, numbers by exact value,
-	// so 120 and 120.0 give the same key). Example: "refund:{order_id}:v1".
-	KeyTemplate string `json:"key_template,omitempty"`
-	// Approval: every call of the tool waits for a person's approval (the
-	// run is interrupted before it, as by a hook, and resumed by
-	// tulip.resume) before it runs. Toolsets set it for destructive tools.
-	Approval bool `json:"approval,omitempty"`
-	// Toolset names the Toolset the tool comes from ("" for a Go tool).
-	Toolset string `json:"toolset,omitempty"`
-	// Local runs the tool as a local activity (the fast path, for quick
-	// work, reads and side-effect-free lookups): the worker that runs the
-	// workflow task runs the body itself, no activity task is dispatched,
-	// and its outcome is one marker event. Matching, the log, downstream
-	// keys and trace lines are the same. A local call is retried by its
-	// RetryPolicy within StartToCloseTimeout; a worker that dies while it
-	// runs makes the workflow task time out, and the next worker runs the
-	// body again (at least once, like any activity; with no heartbeat). Do
-	// not make a tool Local whose body takes longer than a few seconds, and
-	// changing Local is a workflow change for runs in flight (their
-	// replay expects the other event). Zero: a normal activity.
-	Local bool `json:"local,omitempty"`
-	// OnUnknown is what the run does when an attempt started and its
-	// outcome is unknown: the worker running it was lost (its heartbeat or
-	// start-to-close timeout passed) or the body returned an error of type
-	// ErrAmbiguous. A clean error from the body is never unknown. "" or
-	// OnUnknownRetry: Temporal retries the attempt with the same key (for
-	// services that honour it). OnUnknownCheck: ToolOptions.Check asks the
-	// service whether the key was applied; its answer is the call's
-	// outcome, and the call runs again (same key) only on "not applied".
-	// OnUnknownHold: the run is interrupted for a person, who has it run
-	// again (same key) or says what happened.
-	OnUnknown string `json:"on_unknown,omitempty"`
-}
-
-// The values of ToolSpec.OnUnknown.
-const (
-	OnUnknownRetry = "retry"
-	OnUnknownCheck = "check"
-	OnUnknownHold  = "hold"
 )
 
 // ToolOptions are a tool's activity options. Zero values are documented per
@@ -137,7 +82,7 @@ type ToolOutput struct {
 // Tool is a declared tool: its spec, options and activity function. Make
 // one with NewTool.
 type Tool struct {
-	spec     ToolSpec
+	spec     protocol.ToolSpec
 	activity string // ToolActivityName(spec.Name), made once
 	opts     ToolOptions
 	fn       func(ctx context.Context, in ToolInput) (ToolOutput, error)
@@ -145,7 +90,7 @@ type Tool struct {
 }
 
 // Spec returns the tool's spec.
-func (t *Tool) Spec() ToolSpec { return t.spec }
+func (t *Tool) Spec() protocol.ToolSpec { return t.spec }
 
 // Options returns the tool's activity options with defaults applied.
 func (t *Tool) Options() ToolOptions {
@@ -157,11 +102,11 @@ func (t *Tool) Options() ToolOptions {
 		rp := DefaultToolRetryPolicy
 		o.RetryPolicy = &rp
 	}
-	if t.spec.OnUnknown == OnUnknownCheck || t.spec.OnUnknown == OnUnknownHold {
+	if t.spec.OnUnknown == protocol.OnUnknownCheck || t.spec.OnUnknown == protocol.OnUnknownHold {
 		// A lost attempt or an ambiguous error ends the activity: the
 		// run checks before anything runs again.
 		rp := *o.RetryPolicy
-		rp.NonRetryableErrorTypes = append(slices.Clip(rp.NonRetryableErrorTypes), append(UnknownTimeouts, ErrAmbiguous)...)
+		rp.NonRetryableErrorTypes = append(slices.Clip(rp.NonRetryableErrorTypes), append(UnknownTimeouts, protocol.ErrAmbiguous)...)
 		o.RetryPolicy = &rp
 	}
 	switch {
@@ -176,7 +121,7 @@ func (t *Tool) Options() ToolOptions {
 // ActivityName is the tool's stable activity name.
 func (t *Tool) ActivityName() string {
 	if t.activity == "" { // a Tool not made by NewTool or ToolFromSpec
-		return ToolActivityName(t.spec.Name)
+		return protocol.ToolActivityName(t.spec.Name)
 	}
 	return t.activity
 }
@@ -214,27 +159,27 @@ func checkActivity(check func(ctx context.Context, in ToolInput) (json.RawMessag
 		}
 		if !json.Valid(res) {
 			return CheckOutput{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("tool %s: the check's result is not JSON", in.Tool), ErrResultEncode, nil)
+				fmt.Sprintf("tool %s: the check's result is not JSON", in.Tool), protocol.ErrResultEncode, nil)
 		}
 		return CheckOutput{Applied: true, Result: res}, nil
 	}
 }
 
 // checkOnUnknown refuses an OnUnknown that cannot work.
-func checkOnUnknown(spec ToolSpec, opts ToolOptions) error {
+func checkOnUnknown(spec protocol.ToolSpec, opts ToolOptions) error {
 	switch spec.OnUnknown {
-	case "", OnUnknownRetry, OnUnknownHold:
+	case "", protocol.OnUnknownRetry, protocol.OnUnknownHold:
 		if opts.Check != nil {
-			return fmt.Errorf("tulip: tool %q has a Check but OnUnknown %q: set OnUnknown to %q", spec.Name, spec.OnUnknown, OnUnknownCheck)
+			return fmt.Errorf("tulip: tool %q has a Check but OnUnknown %q: set OnUnknown to %q", spec.Name, spec.OnUnknown, protocol.OnUnknownCheck)
 		}
-	case OnUnknownCheck:
+	case protocol.OnUnknownCheck:
 		if opts.Check == nil {
-			return fmt.Errorf("tulip: tool %q: OnUnknown %q needs ToolOptions.Check", spec.Name, OnUnknownCheck)
+			return fmt.Errorf("tulip: tool %q: OnUnknown %q needs ToolOptions.Check", spec.Name, protocol.OnUnknownCheck)
 		}
 	default:
-		return fmt.Errorf("tulip: tool %q: OnUnknown %q is not %q, %q or %q", spec.Name, spec.OnUnknown, OnUnknownRetry, OnUnknownCheck, OnUnknownHold)
+		return fmt.Errorf("tulip: tool %q: OnUnknown %q is not %q, %q or %q", spec.Name, spec.OnUnknown, protocol.OnUnknownRetry, protocol.OnUnknownCheck, protocol.OnUnknownHold)
 	}
-	if spec.Local && (spec.OnUnknown == OnUnknownCheck || spec.OnUnknown == OnUnknownHold) {
+	if spec.Local && (spec.OnUnknown == protocol.OnUnknownCheck || spec.OnUnknown == protocol.OnUnknownHold) {
 		return fmt.Errorf("tulip: tool %q: a Local tool's lost attempt runs again with its workflow task; OnUnknown %q needs an activity", spec.Name, spec.OnUnknown)
 	}
 	return nil
@@ -264,7 +209,7 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // with a *ToolSchemaError naming the tool and each property (nested
 // objects are checked when the schema lists their properties; a T of any,
 // json.RawMessage or a map takes any object).
-func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...ToolOptions) (*Tool, error) {
+func NewTool[T, R any](spec protocol.ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...ToolOptions) (*Tool, error) {
 	if !toolName.MatchString(spec.Name) {
 		return nil, fmt.Errorf("tulip: tool name %q must be 1-64 letters, digits, '_' or '-'", spec.Name)
 	}
@@ -286,7 +231,7 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 	if len(opts) > 1 {
 		return nil, fmt.Errorf("tulip: tool %q: at most one ToolOptions", spec.Name)
 	}
-	t := &Tool{spec: spec, activity: ToolActivityName(spec.Name)}
+	t := &Tool{spec: spec, activity: protocol.ToolActivityName(spec.Name)}
 	if len(opts) == 1 {
 		t.opts = opts[0]
 	}
@@ -297,7 +242,7 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 		var args T
 		if err := json.Unmarshal([]byte(in.Arguments), &args); err != nil {
 			return ToolOutput{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("tool %s: arguments do not decode: %v", spec.Name, err), ErrArgumentDecode, err)
+				fmt.Sprintf("tool %s: arguments do not decode: %v", spec.Name, err), protocol.ErrArgumentDecode, err)
 		}
 		ctx = context.WithValue(ctx, callKey{}, &in)
 		ctx, stop := heartbeat(ctx)
@@ -310,7 +255,7 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 				outcome = "error"
 			}
 			activity.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": spec.Name, "outcome": outcome}).
-				Timer(MetricToolLatency).Record(time.Since(start))
+				Timer(protocol.MetricToolLatency).Record(time.Since(start))
 		}
 		if err != nil {
 			return ToolOutput{}, err
@@ -318,7 +263,7 @@ func NewTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R,
 		b, err := json.Marshal(res)
 		if err != nil {
 			return ToolOutput{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("tool %s: result does not encode as JSON: %v", spec.Name, err), ErrResultEncode, err)
+				fmt.Sprintf("tool %s: result does not encode as JSON: %v", spec.Name, err), protocol.ErrResultEncode, err)
 		}
 		return ToolOutput{Result: b}, nil
 	}
@@ -366,12 +311,12 @@ func checkPayload(what string, v any, limit int) error {
 	}
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("%s is %.1f MiB, over the %.1f MiB payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
-			what, float64(len(b))/(1<<20), float64(limit)/(1<<20)), ErrPayloadTooLarge, nil)
+			what, float64(len(b))/(1<<20), float64(limit)/(1<<20)), protocol.ErrPayloadTooLarge, nil)
 }
 
 // MustTool is NewTool that panics on a declaration error, for package-level
 // tool variables.
-func MustTool[T, R any](spec ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...ToolOptions) *Tool {
+func MustTool[T, R any](spec protocol.ToolSpec, body func(ctx context.Context, args T) (R, error), opts ...ToolOptions) *Tool {
 	t, err := NewTool(spec, body, opts...)
 	if err != nil {
 		panic(err)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,7 +25,7 @@ func refundBody(context.Context, refundArgs) (string, error) { return "rf-1", ni
 // A spec without Parameters gets T's schema, in the same call; the rest of
 // the spec is kept.
 func TestNewToolInfersParameters(t *testing.T) {
-	tool, err := activities.NewTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true, KeyTemplate: "refund:{order_id}"}, refundBody)
+	tool, err := activities.NewTool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true, KeyTemplate: "refund:{order_id}"}, refundBody)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"type":"object","properties":{
 		"order_id":{"type":"string","description":"the order to refund"},
@@ -39,16 +41,16 @@ func TestNewToolInfersParameters(t *testing.T) {
 		want string
 	}{
 		{"map", func() (*activities.Tool, error) {
-			return activities.NewTool(activities.ToolSpec{Name: "m"}, func(context.Context, map[string]any) (int, error) { return 0, nil })
+			return activities.NewTool(protocol.ToolSpec{Name: "m"}, func(context.Context, map[string]any) (int, error) { return 0, nil })
 		}, `{"type":"object"}`},
 		{"raw", func() (*activities.Tool, error) {
-			return activities.NewTool(activities.ToolSpec{Name: "r"}, func(context.Context, json.RawMessage) (int, error) { return 0, nil })
+			return activities.NewTool(protocol.ToolSpec{Name: "r"}, func(context.Context, json.RawMessage) (int, error) { return 0, nil })
 		}, `{"type":"object"}`},
 		{"no arguments", func() (*activities.Tool, error) {
-			return activities.NewTool(activities.ToolSpec{Name: "n"}, func(context.Context, struct{}) (int, error) { return 0, nil })
+			return activities.NewTool(protocol.ToolSpec{Name: "n"}, func(context.Context, struct{}) (int, error) { return 0, nil })
 		}, `{"type":"object","properties":{},"additionalProperties":false}`},
 		{"pointer", func() (*activities.Tool, error) {
-			return activities.NewTool(activities.ToolSpec{Name: "p"}, func(context.Context, *struct {
+			return activities.NewTool(protocol.ToolSpec{Name: "p"}, func(context.Context, *struct {
 				N int `json:"n"`
 			}) (int, error) {
 				return 0, nil
@@ -65,7 +67,7 @@ func TestNewToolInfersParameters(t *testing.T) {
 // fails the declaration, naming the tool and the property, when not.
 func TestNewToolChecksParameters(t *testing.T) {
 	good := `{"type":"object","properties":{"order_id":{"type":"string"},"amount":{"type":"number"},"note":{}},"required":["order_id","amount"]}`
-	tool, err := activities.NewTool(activities.ToolSpec{Name: "issue_refund", Parameters: json.RawMessage(good)}, refundBody)
+	tool, err := activities.NewTool(protocol.ToolSpec{Name: "issue_refund", Parameters: json.RawMessage(good)}, refundBody)
 	require.NoError(t, err)
 	assert.Equal(t, good, string(tool.Spec().Parameters))
 
@@ -76,14 +78,14 @@ func TestNewToolChecksParameters(t *testing.T) {
 			`tulip: tool "issue_refund": Parameters disagrees with its argument type: property "order_id" is "integer", its field encodes as "string"`},
 		{`{"type":"array"}`, `tulip: tool "issue_refund": Parameters describes a JSON array, not an object`},
 	} {
-		_, err := activities.NewTool(activities.ToolSpec{Name: "issue_refund", Parameters: json.RawMessage(c.params)}, refundBody)
+		_, err := activities.NewTool(protocol.ToolSpec{Name: "issue_refund", Parameters: json.RawMessage(c.params)}, refundBody)
 		var se *activities.ToolSchemaError
 		require.True(t, errors.As(err, &se), c.params)
 		assert.Equal(t, "issue_refund", se.Tool)
 		assert.EqualError(t, err, c.err)
 	}
 	// Invalid JSON is refused as before.
-	_, err = activities.NewTool(activities.ToolSpec{Name: "t", Parameters: json.RawMessage(`{`)}, refundBody)
+	_, err = activities.NewTool(protocol.ToolSpec{Name: "t", Parameters: json.RawMessage(`{`)}, refundBody)
 	assert.EqualError(t, err, `tulip: tool "t": parameters are not valid JSON`)
 }
 
@@ -96,26 +98,26 @@ type treeNode struct {
 // is written by hand; a recursive one's is then checked.
 func TestNewToolWithoutSchema(t *testing.T) {
 	walk := func(context.Context, treeNode) (int, error) { return 0, nil }
-	_, err := activities.NewTool(activities.ToolSpec{Name: "walk"}, walk)
+	_, err := activities.NewTool(protocol.ToolSpec{Name: "walk"}, walk)
 	var se *activities.ToolSchemaError
 	require.ErrorAs(t, err, &se)
 	assert.EqualError(t, err, `tulip: tool "walk": property "children[]" of activities_test.treeNode: type activities_test.treeNode contains itself: a recursive type has no inferred schema (write it by hand)`)
 
-	_, err = activities.NewTool(activities.ToolSpec{Name: "walk", Parameters: json.RawMessage(
+	_, err = activities.NewTool(protocol.ToolSpec{Name: "walk", Parameters: json.RawMessage(
 		`{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}},"required":["name"]}`)}, walk)
 	assert.NoError(t, err)
 
-	_, err = activities.NewTool(activities.ToolSpec{Name: "echo"}, func(context.Context, string) (string, error) { return "", nil })
+	_, err = activities.NewTool(protocol.ToolSpec{Name: "echo"}, func(context.Context, string) (string, error) { return "", nil })
 	assert.EqualError(t, err, `tulip: tool "echo": arguments of type string are "string", not a JSON object`)
 
 	assert.Panics(t, func() {
-		activities.MustTool(activities.ToolSpec{Name: "walk"}, walk)
+		activities.MustTool(protocol.ToolSpec{Name: "walk"}, walk)
 	})
 }
 
 // ToolFromSpec keeps its spec as given: no type to infer from or check.
 func TestToolFromSpecKeepsParameters(t *testing.T) {
-	assert.Empty(t, activities.ToolFromSpec(activities.ToolSpec{Name: "remote"}).Spec().Parameters)
+	assert.Empty(t, activities.ToolFromSpec(protocol.ToolSpec{Name: "remote"}).Spec().Parameters)
 	p := json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}}}`)
-	assert.Equal(t, p, activities.ToolFromSpec(activities.ToolSpec{Name: "remote", Parameters: p}).Spec().Parameters)
+	assert.Equal(t, p, activities.ToolFromSpec(protocol.ToolSpec{Name: "remote", Parameters: p}).Spec().Parameters)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -30,7 +32,7 @@ type Toolset interface {
 	// trust, annotations and overrides). A name must not clash with
 	// another toolset's tool or a Go tool. Implementations may cache the
 	// list.
-	Tools(ctx context.Context) ([]ToolSpec, error)
+	Tools(ctx context.Context) ([]protocol.ToolSpec, error)
 	// Call runs the tool in.Tool with in.Arguments (a JSON object's text)
 	// and returns its result as JSON. in.IdempotencyKey is the downstream
 	// key: send it to the service. A tool failure is an error (ToolError
@@ -65,14 +67,14 @@ type Toolsets struct {
 // List is the ListToolsActivity function: every toolset's tools, each
 // naming its toolset, in toolset order. A name offered twice fails the run
 // (non-retryable ErrToolClash naming both).
-func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
+func (t Toolsets) List(ctx context.Context) ([]protocol.ToolSpec, error) {
 	ctx, stop := heartbeat(ctx)
 	defer stop()
 	names, err := NewToolNames(t.GoTools...)
 	if err != nil {
 		return nil, err.(*ClashError).Failure()
 	}
-	var out []ToolSpec
+	var out []protocol.ToolSpec
 	for _, ts := range t.Sets {
 		specs, err := ts.Tools(ctx)
 		if err != nil {
@@ -84,15 +86,15 @@ func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 			}
 			_, checks := ts.(ToolsetChecker)
 			switch s.OnUnknown {
-			case "", OnUnknownRetry, OnUnknownHold:
-			case OnUnknownCheck:
+			case "", protocol.OnUnknownRetry, protocol.OnUnknownHold:
+			case protocol.OnUnknownCheck:
 				if !checks {
 					return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("toolset %q: tool %s: OnUnknown %q, but the toolset has no Check method",
-						ts.Name(), s.Name, s.OnUnknown), ErrBadInput, nil)
+						ts.Name(), s.Name, s.OnUnknown), protocol.ErrBadInput, nil)
 				}
 			default:
 				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("toolset %q: tool %s: OnUnknown %q is not %q, %q or %q",
-					ts.Name(), s.Name, s.OnUnknown, OnUnknownRetry, OnUnknownCheck, OnUnknownHold), ErrBadInput, nil)
+					ts.Name(), s.Name, s.OnUnknown, protocol.OnUnknownRetry, protocol.OnUnknownCheck, protocol.OnUnknownHold), protocol.ErrBadInput, nil)
 			}
 			s.Toolset = ts.Name()
 			out = append(out, s)
@@ -107,12 +109,12 @@ func (t Toolsets) List(ctx context.Context) ([]ToolSpec, error) {
 func (t Toolsets) Dispatch(ctx context.Context, args converter.EncodedValues) (any, error) {
 	name := activity.GetInfo(ctx).ActivityType.Name
 	switch {
-	case strings.HasPrefix(name, ToolActivityPrefix):
+	case strings.HasPrefix(name, protocol.ToolActivityPrefix):
 		return t.Call(ctx, args)
-	case strings.HasPrefix(name, CheckActivityPrefix):
+	case strings.HasPrefix(name, protocol.CheckActivityPrefix):
 		return t.Check(ctx, args)
 	}
-	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no activity %s on this worker", name), ErrToolFailed, nil)
+	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no activity %s on this worker", name), protocol.ErrToolFailed, nil)
 }
 
 // Call is a call of a toolset's tool (its ToolInput names the toolset). It
@@ -139,7 +141,7 @@ func (t Toolsets) Check(ctx context.Context, args converter.EncodedValues) (Chec
 	c, ok := ts.(ToolsetChecker)
 	if !ok {
 		return CheckOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("toolset %q has no Check method: tool %s cannot be checked", in.Toolset, in.Tool), ErrToolFailed, nil)
+			fmt.Sprintf("toolset %q has no Check method: tool %s cannot be checked", in.Toolset, in.Tool), protocol.ErrToolFailed, nil)
 	}
 	return checkActivity(c.Check)(ctx, in)
 }
@@ -148,7 +150,7 @@ func (t Toolsets) Check(ctx context.Context, args converter.EncodedValues) (Chec
 func (t Toolsets) route(ctx context.Context, args converter.EncodedValues) (ToolInput, Toolset, error) {
 	var in ToolInput
 	if err := args.Get(&in); err != nil {
-		return in, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("a toolset call's input does not decode: %v", err), ErrBadInput, nil)
+		return in, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("a toolset call's input does not decode: %v", err), protocol.ErrBadInput, nil)
 	}
 	for _, ts := range t.Sets {
 		if ts.Name() == in.Toolset {
@@ -160,12 +162,12 @@ func (t Toolsets) route(ctx context.Context, args converter.EncodedValues) (Tool
 		name = activity.GetInfo(ctx).ActivityType.Name
 	}
 	return in, nil, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("activity %s: no toolset %q on this worker", name, in.Toolset), ErrToolFailed, nil)
+		fmt.Sprintf("activity %s: no toolset %q on this worker", name, in.Toolset), protocol.ErrToolFailed, nil)
 }
 
 // ToolFromSpec declares a tool whose body is elsewhere (a toolset's): the
 // workflow uses its spec and default options; its activity is the
 // toolset dispatcher.
-func ToolFromSpec(spec ToolSpec) *Tool {
-	return &Tool{spec: spec, activity: ToolActivityName(spec.Name)}
+func ToolFromSpec(spec protocol.ToolSpec) *Tool {
+	return &Tool{spec: spec, activity: protocol.ToolActivityName(spec.Name)}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -14,14 +16,16 @@ import (
 func (t *Tool) Name() string { return t.spec.Name }
 
 // Tools lists the tool's spec.
-func (t *Tool) Tools(context.Context) ([]ToolSpec, error) { return []ToolSpec{t.spec}, nil }
+func (t *Tool) Tools(context.Context) ([]protocol.ToolSpec, error) {
+	return []protocol.ToolSpec{t.spec}, nil
+}
 
 // Call runs the tool's body with in (inside the tool's activity: the body
 // heartbeats and reads its key from the activity's context).
 func (t *Tool) Call(ctx context.Context, in ToolInput) (ToolOutput, error) {
 	if t.fn == nil {
 		return ToolOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("tool %s is a sub-agent: its run calls it as a child workflow, not a body", t.spec.Name), ErrBadInput, nil)
+			fmt.Sprintf("tool %s is a sub-agent: its run calls it as a child workflow, not a body", t.spec.Name), protocol.ErrBadInput, nil)
 	}
 	return t.fn(ctx, in)
 }

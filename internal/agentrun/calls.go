@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/converter"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -17,7 +21,7 @@ import (
 // cancelled), or executing (or served) through the run's call log.
 type step struct {
 	line   TraceLine
-	msg    activities.Message
+	msg    threadstate.Message
 	call   *calllog.Call
 	future wf.Future
 	// started holds the call of a step that launch made (call points at
@@ -99,7 +103,7 @@ func (r *run) finish(ctx wf.Context, steps []*step) {
 }
 
 // addTrace adds a settled call's trace line and its tool message.
-func (r *run) addTrace(ctx wf.Context, l TraceLine, msg activities.Message) {
+func (r *run) addTrace(ctx wf.Context, l TraceLine, msg threadstate.Message) {
 	r.appendLine(ctx, l, r.convLen())
 	r.addMessage(msg)
 }
@@ -116,7 +120,7 @@ func errText(s string) *string { return &s }
 
 // resolve applies rule 1 to a call: its tool must exist and its argument
 // text must parse under the limits. Otherwise it returns the rejection.
-func (r *run) resolve(call activities.ToolCall) (*activities.Tool, *dedup.Args, *step) {
+func (r *run) resolve(call threadstate.ToolCall) (*activities.Tool, *dedup.Args, *step) {
 	tool, ok := r.tools[call.Name]
 	if !ok {
 		tool, ok = r.client[call.Name]
@@ -131,13 +135,13 @@ func (r *run) resolve(call activities.ToolCall) (*activities.Tool, *dedup.Args, 
 	return tool, args, nil
 }
 
-func (r *run) reject(call activities.ToolCall, why string) *step {
+func (r *run) reject(call threadstate.ToolCall, why string) *step {
 	return &step{line: TraceLine{Turn: r.turn, CallID: call.ID, Tool: call.Name, Outcome: OutcomeRejected, Error: errText(why)},
 		msg: toolMessage(call.ID, nil, errText(why), false)}
 }
 
 // toolMessage is the tool result the model sees for a call.
-func toolMessage(callID string, result json.RawMessage, errMsg *string, served bool) activities.Message {
+func toolMessage(callID string, result json.RawMessage, errMsg *string, served bool) threadstate.Message {
 	var content string
 	if errMsg != nil {
 		b, _ := json.Marshal(map[string]string{"error": *errMsg})
@@ -145,7 +149,7 @@ func toolMessage(callID string, result json.RawMessage, errMsg *string, served b
 	} else {
 		content = string(result)
 	}
-	return activities.Message{Role: "tool", ToolCallID: callID, Content: content, Served: served}
+	return threadstate.Message{Role: "tool", ToolCallID: callID, Content: content, Served: served}
 }
 
 // hold is an interrupt raised at a call: the hook that raised it, its
@@ -170,7 +174,7 @@ func (h *hold) shown() *dedup.Args {
 // handleCall takes one call through reject, hooks, cancel, interrupt, and
 // match or execute; the execution is started, not awaited. It returns the
 // hold instead of a step when the call interrupts the run.
-func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int) (*step, *hold) {
+func (r *run) handleCall(ctx wf.Context, call threadstate.ToolCall, response int) (*step, *hold) {
 	tool, args, rejected := r.resolve(call)
 	if rejected != nil {
 		return rejected, nil
@@ -212,7 +216,7 @@ func (r *run) handleCall(ctx wf.Context, call activities.ToolCall, response int)
 // interrupt is returned as a hold, unless performing: a held call a resume
 // performs was answered by that resume, so no hook holds it again (the
 // hooks after the interrupting one still run).
-func (r *run) beforeHooks(ctx wf.Context, call activities.ToolCall, args *dedup.Args, response int, performing bool) (*dedup.Args, *step, *hold) {
+func (r *run) beforeHooks(ctx wf.Context, call threadstate.ToolCall, args *dedup.Args, response int, performing bool) (*dedup.Args, *step, *hold) {
 	if len(r.hooks) == 0 {
 		return args, nil, nil // no hook to run: the call's hook view (a copy of its arguments) would go unread
 	}
@@ -247,7 +251,7 @@ func (r *run) beforeHooks(ctx wf.Context, call activities.ToolCall, args *dedup.
 // serves it) and returns its step, to be settled by finish. pre, when a
 // hook rewrote the call, is its arguments as the model emitted them; mode
 // is how the call meets the log.
-func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode) *step {
+func (r *run) launch(ctx wf.Context, tool *activities.Tool, call threadstate.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode) *step {
 	spec := tool.Spec()
 	key := r.key(spec, args)
 	st := &step{started: calllog.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID,
@@ -279,7 +283,7 @@ func (r *run) launch(ctx wf.Context, tool *activities.Tool, call activities.Tool
 		} else {
 			input = activities.ToolInputJSON(in).Payload()
 		}
-		if spec.OnUnknown == activities.OnUnknownCheck || spec.OnUnknown == activities.OnUnknownHold {
+		if spec.OnUnknown == protocol.OnUnknownCheck || spec.OnUnknown == protocol.OnUnknownHold {
 			c.Resolve = r.resolveUnknown(st, tool, in)
 		}
 		f = wf.ExecuteActivity(r.calls.Mark(r.activityContext(ctx, tool, key, replaying), c), tool.ActivityName(), input)

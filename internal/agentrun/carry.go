@@ -7,10 +7,13 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -84,7 +87,7 @@ func (r *run) continueAsNew(ctx wf.Context) error {
 func (r *run) encodeSegment(refs convRefs, recs []dedup.Record, from, to segBound, first bool) ([]byte, error) {
 	seg := Segment{Messages: r.messages[from.msgs:to.msgs], Records: []CarriedRecord{}, Trace: []CarriedLine{}}
 	if seg.Messages == nil {
-		seg.Messages = []activities.Message{}
+		seg.Messages = []threadstate.Message{}
 	}
 	if first && r.loaded != nil {
 		seg.Agents = maps.Clone(r.loaded.Agents)
@@ -112,7 +115,7 @@ func (r *run) encodeSegment(refs convRefs, recs []dedup.Record, from, to segBoun
 	}
 	b, err := json.Marshal(seg)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("continue-as-new: "+err.Error(), activities.ErrCheckpoint, nil)
+		return nil, temporal.NewNonRetryableApplicationError("continue-as-new: "+err.Error(), protocol.ErrCheckpoint, nil)
 	}
 	return b, nil
 }
@@ -121,14 +124,14 @@ func (r *run) encodeSegment(refs convRefs, recs []dedup.Record, from, to segBoun
 // its segments (written by continueAsNew, decoded as they are).
 func (r *run) restore(c *Carry, raw [][]byte) error {
 	bad := func(msg string) error {
-		return temporal.NewNonRetryableApplicationError("continued state: "+msg, activities.ErrBadInput, nil)
+		return temporal.NewNonRetryableApplicationError("continued state: "+msg, protocol.ErrBadInput, nil)
 	}
 	if c.Segments != len(raw) {
 		return bad(fmt.Sprintf("%d segments announced, %d received", c.Segments, len(raw)))
 	}
 	segs := make([]Segment, len(raw))
 	agents := map[string]json.RawMessage{}
-	var msgs []activities.Message
+	var msgs []threadstate.Message
 	for i, b := range raw {
 		if err := json.Unmarshal(b, &segs[i]); err != nil {
 			return bad(fmt.Sprintf("segment %d: %v", i+1, err))
@@ -171,7 +174,7 @@ func (r *run) restore(c *Carry, raw [][]byte) error {
 	}
 	r.calls.Load(l)
 	r.log = l
-	r.loaded = &activities.Checkpoint{Agents: agents}
+	r.loaded = &threadstate.Checkpoint{Agents: agents}
 	r.messages, r.digest, r.undigested = msgs, c.Digest, 0
 	r.hooks = nil
 	if err := r.changeHooks(HooksInput{Install: c.Hooks}); err != nil {
@@ -204,7 +207,7 @@ type convRefs struct {
 	toolOut  map[string]string
 }
 
-func newConvRefs(msgs []activities.Message) convRefs {
+func newConvRefs(msgs []threadstate.Message) convRefs {
 	c := convRefs{callArgs: map[string]string{}, toolOut: map[string]string{}}
 	for _, m := range msgs {
 		for _, tc := range m.ToolCalls {

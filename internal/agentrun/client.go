@@ -8,6 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -38,17 +42,17 @@ const ClientTag = "client"
 
 // clientHold is a client tool's call held for the caller.
 type clientHold struct {
-	call     activities.ToolCall
+	call     threadstate.ToolCall
 	args     *dedup.Args // post-hook
 	pre      *dedup.Args // as the model sent them, when a hook rewrote them
 	response int
 	mode     calllog.Mode // Matched or Recorded; Unrecorded: a held call a resume performs
-	spec     activities.ToolSpec
+	spec     protocol.ToolSpec
 }
 
 // shown is the held call as the caller gets it: the model's call, with
 // the arguments a before-hook rewrote it to, if one did.
-func (h *clientHold) shown() activities.ToolCall {
+func (h *clientHold) shown() threadstate.ToolCall {
 	c := h.call
 	if h.pre != nil {
 		c.Arguments = h.args.Text()
@@ -63,7 +67,7 @@ func (r *run) setClientTools() error {
 		return nil
 	}
 	r.client = make(map[string]*activities.Tool, len(r.in.ClientTools))
-	r.clientSpecs = make([]activities.ToolSpec, 0, len(r.in.ClientTools))
+	r.clientSpecs = make([]protocol.ToolSpec, 0, len(r.in.ClientTools))
 	for _, s := range r.in.ClientTools {
 		if _, err := activities.NewToolNames(s.Name); err != nil {
 			return badInput(fmt.Sprintf("client tool %q: names are 1-64 letters, digits, '_' or '-'", s.Name))
@@ -74,7 +78,7 @@ func (r *run) setClientTools() error {
 		if err := r.clientClash(s.Name); err != nil {
 			return err
 		}
-		spec := activities.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters, Idempotent: s.Idempotent}
+		spec := protocol.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters, Idempotent: s.Idempotent}
 		r.client[s.Name] = activities.ToolFromSpec(spec)
 		r.clientSpecs = append(r.clientSpecs, spec)
 	}
@@ -124,7 +128,7 @@ func (r *run) isClient(tool *activities.Tool) bool {
 // clientCall serves a client tool's call from the log when a record
 // matches (its step, settled as any served call), or holds it for the
 // caller (nil).
-func (r *run) clientCall(ctx wf.Context, tool *activities.Tool, call activities.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode) *step {
+func (r *run) clientCall(ctx wf.Context, tool *activities.Tool, call threadstate.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode) *step {
 	spec := tool.Spec()
 	st := &step{started: calllog.Call{Tool: spec.Name, CallID: call.ID, Args: args, Response: response, Turn: r.turn, Run: r.runID, Mode: mode}}
 	c := &st.started
@@ -139,7 +143,7 @@ func (r *run) clientCall(ctx wf.Context, tool *activities.Tool, call activities.
 	return nil
 }
 
-func (r *run) holdClient(call activities.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode, spec activities.ToolSpec) {
+func (r *run) holdClient(call threadstate.ToolCall, args, pre *dedup.Args, response int, mode calllog.Mode, spec protocol.ToolSpec) {
 	r.clientHeld = append(r.clientHeld, clientHold{call: call, args: args, pre: pre, response: response, mode: mode, spec: spec})
 }
 
@@ -149,7 +153,7 @@ func (r *run) holdClient(call activities.ToolCall, args, pre *dedup.Args, respon
 func (r *run) awaitClient(ctx wf.Context) error {
 	held := r.clientHeld
 	r.clientHeld = nil
-	calls := make([]activities.ToolCall, len(held))
+	calls := make([]threadstate.ToolCall, len(held))
 	for i := range held {
 		calls[i] = held[i].shown()
 	}
@@ -209,11 +213,11 @@ func (r *run) awaitClient(ctx wf.Context) error {
 
 // clientOutcome is a client tool's result as the log records it: Output
 // as JSON when it is JSON (compacted), else as a JSON string; or, marked
-// IsError, an error of type activities.ErrClientTool with Output as its
+// IsError, an error of type protocol.ErrClientTool with Output as its
 // message.
 func clientOutcome(res ToolResult) (json.RawMessage, *dedup.ToolError) {
 	if res.IsError {
-		return nil, calllog.ToolErrorOf(temporal.NewNonRetryableApplicationError(res.Output, activities.ErrClientTool, nil))
+		return nil, calllog.ToolErrorOf(temporal.NewNonRetryableApplicationError(res.Output, protocol.ErrClientTool, nil))
 	}
 	if t := bytes.TrimSpace([]byte(res.Output)); len(t) > 0 && json.Valid(t) {
 		var b bytes.Buffer

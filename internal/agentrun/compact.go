@@ -4,6 +4,10 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -39,7 +43,7 @@ type Compaction struct {
 	Budget   int  `json:"budget"`
 	TooLong  bool `json:"too_long,omitempty"`
 	// Usage is what asking for the summary cost.
-	Usage *activities.Usage `json:"usage,omitempty"`
+	Usage *threadstate.Usage `json:"usage,omitempty"`
 }
 
 const (
@@ -52,8 +56,8 @@ const (
 )
 
 // adoptContext takes the thread state's view (nil: none yet).
-func (r *run) adoptContext(cs *activities.ContextState) {
-	r.mview = activities.ContextState{}
+func (r *run) adoptContext(cs *threadstate.ContextState) {
+	r.mview = threadstate.ContextState{}
 	if cs != nil {
 		r.mview = *cs
 	}
@@ -61,8 +65,8 @@ func (r *run) adoptContext(cs *activities.ContextState) {
 
 // contextState is the view for the thread's state (nil while it is
 // empty).
-func (r *run) contextState() *activities.ContextState {
-	if r.mview == (activities.ContextState{}) {
+func (r *run) contextState() *threadstate.ContextState {
+	if r.mview == (threadstate.ContextState{}) {
 		return nil
 	}
 	v := r.mview
@@ -180,7 +184,7 @@ func (r *run) compact(ctx wf.Context, keep, est int, refused bool) error {
 	r.compacted = append(r.compacted, Compaction{Turn: r.turn, Upto: upto, Replaced: upto - r.mview.Upto, Estimate: est,
 		Budget: r.mview.Budget, TooLong: refused, Usage: out.Usage})
 	if r.stream != nil {
-		r.stream.PublishLazy(activities.TopicContext, r.compacted[len(r.compacted)-1])
+		r.stream.PublishLazy(protocol.TopicContext, r.compacted[len(r.compacted)-1])
 	}
 	r.mview.Upto, r.mview.Summary = upto, out.Summary
 	r.mview.Compactions++

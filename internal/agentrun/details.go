@@ -4,9 +4,9 @@ import (
 	"strconv"
 	"strings"
 
-	wf "go.temporal.io/sdk/workflow"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	wf "go.temporal.io/sdk/workflow"
 )
 
 // detailsRows bounds the calls the run's current details list: the latest.
@@ -87,7 +87,7 @@ func (r *run) details() string {
 		sb.WriteString(" (compacted ")
 		sb.WriteString(strconv.Itoa(v.Compactions))
 		sb.WriteString(" times on the thread; it keeps every message)")
-		var cost *activities.Usage
+		var cost *threadstate.Usage
 		for _, c := range r.compacted {
 			cost = cost.Add(c.Usage)
 		}
@@ -138,7 +138,7 @@ func (r *run) details() string {
 }
 
 // writeUsage writes u's counts: "1900 prompt (190 cached), 19 completion".
-func writeUsage(sb *strings.Builder, u *activities.Usage) {
+func writeUsage(sb *strings.Builder, u *threadstate.Usage) {
 	sb.WriteString(strconv.Itoa(u.PromptTokens))
 	sb.WriteString(" prompt (")
 	sb.WriteString(strconv.Itoa(u.CachedTokens))

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -24,10 +25,10 @@ func TestDetailsText(t *testing.T) {
 		r := &run{in: RunInput{Agent: text(), ThreadID: text()}}
 		r.turn, r.status = rng.IntN(50), StatusRunning
 		if rng.IntN(2) == 0 {
-			r.usage = &activities.Usage{PromptTokens: rng.IntN(9000), CompletionTokens: rng.IntN(900), CachedTokens: rng.IntN(90)}
+			r.usage = &threadstate.Usage{PromptTokens: rng.IntN(9000), CompletionTokens: rng.IntN(900), CachedTokens: rng.IntN(90)}
 			r.countsThread = rng.IntN(2) == 0
 			if rng.IntN(2) == 0 {
-				r.threadBase = &activities.Usage{PromptTokens: rng.IntN(9000)}
+				r.threadBase = &threadstate.Usage{PromptTokens: rng.IntN(9000)}
 			}
 		}
 		for range rng.IntN(30) {

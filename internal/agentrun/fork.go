@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -32,7 +36,7 @@ type ForkInput struct {
 	At     int    `json:"at"`
 	// State is the fork's thread state at its start, in full (its first
 	// run only: a later run on the fork's thread loads its thread).
-	State *activities.Checkpoint `json:"state,omitempty"`
+	State *threadstate.Checkpoint `json:"state,omitempty"`
 	// Origin is the origin agent's log from response At on (a dedup
 	// snapshot of full records).
 	Origin json.RawMessage `json:"origin,omitempty"`
@@ -85,7 +89,7 @@ func (r *run) setUpFork() error {
 		}
 		f.State = nil // held by this run now (its result names it); no continuation carries it
 	}
-	r.forkOf = &activities.ForkOf{Thread: f.Thread, At: f.At, Live: f.Live}
+	r.forkOf = &threadstate.ForkOf{Thread: f.Thread, At: f.At, Live: f.Live}
 	o := &forkOrigin{in: f, used: map[int]bool{}}
 	if len(f.Origin) > 0 {
 		l, err := dedup.Restore(f.Origin)
@@ -157,7 +161,7 @@ func (r *run) holdsNew(tool *activities.Tool, args *dedup.Args, response int, mo
 // serveOrigin serves a fork's call from the origin's record equal to it,
 // if one is left (and the fork's own log does not serve it: mode Matched
 // and a match). It returns the call's step, or nil.
-func (r *run) serveOrigin(ctx wf.Context, c *calllog.Call, spec activities.ToolSpec) *step {
+func (r *run) serveOrigin(ctx wf.Context, c *calllog.Call, spec protocol.ToolSpec) *step {
 	if r.origin == nil {
 		return nil
 	}
@@ -184,7 +188,7 @@ func (r *run) serveOrigin(ctx wf.Context, c *calllog.Call, spec activities.ToolS
 // the log, by the contract), for a fork of the thread to serve: its tool
 // message is the next message of the conversation.
 func (r *run) keepPerformedCall(c *calllog.Call, err error) {
-	p := activities.PerformedCall{Response: c.Response, CallID: c.CallID, Tool: c.Tool, Arguments: c.Args.Text(), Message: r.convLen(), Key: c.Key}
+	p := threadstate.PerformedCall{Response: c.Response, CallID: c.CallID, Tool: c.Tool, Arguments: c.Args.Text(), Message: r.convLen(), Key: c.Key}
 	if err != nil {
 		p.Error = calllog.ToolErrorOf(err)
 	}
@@ -193,14 +197,14 @@ func (r *run) keepPerformedCall(c *calllog.Call, err error) {
 
 // performedState is the thread state's Performed: the other agents' as
 // loaded, and this agent's.
-func (r *run) performedState() map[string][]activities.PerformedCall {
-	var out map[string][]activities.PerformedCall
+func (r *run) performedState() map[string][]threadstate.PerformedCall {
+	var out map[string][]threadstate.PerformedCall
 	if r.loaded != nil && len(r.loaded.Performed) > 0 {
 		out = maps.Clone(r.loaded.Performed)
 	}
 	if len(r.performed) > 0 {
 		if out == nil {
-			out = map[string][]activities.PerformedCall{}
+			out = map[string][]threadstate.PerformedCall{}
 		}
 		out[r.in.Agent] = r.performed
 	}

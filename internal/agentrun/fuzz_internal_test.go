@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"go.temporal.io/sdk/temporal"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"go.temporal.io/sdk/temporal"
 )
 
 // FuzzStrictInputs: any bytes sent as a run input, a resume or a hooks
@@ -28,8 +28,8 @@ func FuzzStrictInputs(f *testing.F) {
 				return
 			}
 			var app *temporal.ApplicationError
-			if !errors.As(err, &app) || app.Type() != activities.ErrBadInput || !app.NonRetryable() {
-				t.Fatalf("%s: %v is not a non-retryable %s", what, err, activities.ErrBadInput)
+			if !errors.As(err, &app) || app.Type() != protocol.ErrBadInput || !app.NonRetryable() {
+				t.Fatalf("%s: %v is not a non-retryable %s", what, err, protocol.ErrBadInput)
 			}
 		}
 		check("run input", &RunInput{})

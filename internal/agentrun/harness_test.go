@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -18,7 +20,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/scenario"
@@ -32,18 +33,18 @@ type memCheckpointer struct {
 	m  map[string]json.RawMessage
 }
 
-func (c *memCheckpointer) Load(_ context.Context, ref activities.ThreadRef) (*activities.Checkpoint, error) {
+func (c *memCheckpointer) Load(_ context.Context, ref threadstate.ThreadRef) (*threadstate.Checkpoint, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.m[ref.ThreadID]
 	if !ok {
 		return nil, nil
 	}
-	var cp activities.Checkpoint
+	var cp threadstate.Checkpoint
 	return &cp, json.Unmarshal(b, &cp)
 }
 
-func (c *memCheckpointer) Save(_ context.Context, ref activities.ThreadRef, cp *activities.Checkpoint) error {
+func (c *memCheckpointer) Save(_ context.Context, ref threadstate.ThreadRef, cp *threadstate.Checkpoint) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, err := json.Marshal(cp)

@@ -11,7 +11,7 @@ import (
 )
 
 // decodeStrict decodes the JSON object data into v (a pointer to a struct)
-// and refuses, with activities.ErrBadInput naming the field, any field v
+// and refuses, with protocol.ErrBadInput naming the field, any field v
 // does not have: a misspelled field ("threadId") must never be dropped in
 // silence. what names the input in the message.
 func decodeStrict(what string, data []byte, v any) error {

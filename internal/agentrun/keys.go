@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -17,7 +18,7 @@ import (
 // each mint is new: the count goes on from baseLen, which is past every
 // count the thread's earlier runs used (loadThread), and crosses
 // continue-as-new with the executions (Carry).
-func (r *run) key(spec activities.ToolSpec, args *dedup.Args) string {
+func (r *run) key(spec protocol.ToolSpec, args *dedup.Args) string {
 	if spec.KeyTemplate != "" {
 		return expandKey(spec.KeyTemplate, args.Value())
 	}

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -27,16 +28,16 @@ func TestKeyIsStable(t *testing.T) {
 		r.baseLen, r.executions = rng.IntN(50), rng.IntN(50)
 		args, err := dedup.Parse(fmt.Sprintf(`{"order_id": %q, "amount": %d.0}`, text(), rng.IntN(500)), dedup.Limits{})
 		require.NoError(t, err)
-		spec := activities.ToolSpec{Name: text(), Idempotent: rng.IntN(2) == 0}
+		spec := protocol.ToolSpec{Name: text(), Idempotent: rng.IntN(2) == 0}
 		require.Equal(t, keyReference(r, spec, args), r.key(spec, args))
 	}
 	r := &run{namespace: "default", scope: "thread:t-1", in: RunInput{Agent: "support"}}
 	args, err := dedup.Parse(`{"order_id": "ord-1", "amount": 120.0}`, dedup.Limits{})
 	require.NoError(t, err)
-	require.Equal(t, "tulip-a0897f92a97ff9e5c168f017c3818f09a832b003", r.key(activities.ToolSpec{Name: "issue_refund", Idempotent: true}, args))
+	require.Equal(t, "tulip-a0897f92a97ff9e5c168f017c3818f09a832b003", r.key(protocol.ToolSpec{Name: "issue_refund", Idempotent: true}, args))
 }
 
-func keyReference(r *run, spec activities.ToolSpec, args *dedup.Args) string {
+func keyReference(r *run, spec protocol.ToolSpec, args *dedup.Args) string {
 	h := sha256.New()
 	for _, part := range []string{r.namespace, r.in.Agent, r.scope, spec.Name, args.ValueKey()} {
 		h.Write([]byte(strconv.Itoa(len(part))))

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -42,7 +46,7 @@ func (r *run) loop(ctx wf.Context) error {
 	for {
 		if r.turn >= r.in.MaxTurns {
 			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("the run reached its limit of %d model turns", r.in.MaxTurns), activities.ErrMaxTurns, nil)
+				fmt.Sprintf("the run reached its limit of %d model turns", r.in.MaxTurns), protocol.ErrMaxTurns, nil)
 		}
 		if r.shouldContinueAsNew(ctx) {
 			return r.continueAsNew(ctx)
@@ -165,7 +169,7 @@ func (r *run) askModel(ctx, mctx wf.Context) (activities.ModelResponse, error) {
 	} else {
 		input = r.modelInput()
 	}
-	if err := wf.ExecuteActivity(mctx, activities.ModelActivity, input).Get(ctx, &resp); err != nil {
+	if err := wf.ExecuteActivity(mctx, protocol.ModelActivity, input).Get(ctx, &resp); err != nil {
 		r.observeModel(ctx, start, 0, err)
 		return resp, err
 	}
@@ -200,7 +204,7 @@ func (r *run) modelInput() activities.ModelInput {
 
 // addMessage appends to the conversation; its digest takes it when next
 // read (convDigest).
-func (r *run) addMessage(m activities.Message) {
+func (r *run) addMessage(m threadstate.Message) {
 	r.messages = append(r.messages, m)
 	if r.carriesThread {
 		r.undigested++
@@ -221,7 +225,7 @@ func (c *conversation) convDigest() string {
 func (c *conversation) foldTo(count int) {
 	if n := count - (c.convLen() - c.undigested); n > 0 {
 		from := len(c.messages) - c.undigested
-		c.digest = activities.ExtendDigest(c.digest, c.messages[from:from+n]...)
+		c.digest = threadstate.ExtendDigest(c.digest, c.messages[from:from+n]...)
 		c.undigested -= n
 	}
 }

@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -343,7 +344,7 @@ func (r *run) observeModel(ctx wf.Context, start time.Time, calls int, err error
 	failed := err != nil
 	model := r.in.Model
 	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.Type() == activities.ErrUnknownModel {
+	if errors.As(err, &app) && app.Type() == protocol.ErrUnknownModel {
 		model = UnknownTag // the client's name, which no worker has
 	}
 	end := wf.Now(ctx)

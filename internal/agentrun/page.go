@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -13,7 +14,7 @@ import (
 // where that run's part ends. To zero or past the end is the end; From past
 // the end is an empty page whose Next is Total.
 func (r *run) page(raw json.RawMessage) (Page, error) {
-	var req activities.PageRequest
+	var req threadstate.PageRequest
 	if err := decodeStrict("page request", raw, &req); err != nil {
 		return Page{}, err
 	}
@@ -21,18 +22,18 @@ func (r *run) page(raw json.RawMessage) (Page, error) {
 		return Page{}, fmt.Errorf("page [%d, %d): negative bounds", req.From, req.To)
 	}
 	switch req.Kind {
-	case activities.PageMessages:
+	case threadstate.PageMessages:
 		return r.pageMessages(req), nil
-	case activities.PageRecords:
+	case threadstate.PageRecords:
 		return r.pageRecords(req)
-	case activities.PageTrace:
+	case threadstate.PageTrace:
 		return r.pageTrace(req), nil
 	}
-	return Page{}, fmt.Errorf("page kind %q is not %q, %q or %q", req.Kind, activities.PageMessages, activities.PageRecords, activities.PageTrace)
+	return Page{}, fmt.Errorf("page kind %q is not %q, %q or %q", req.Kind, threadstate.PageMessages, threadstate.PageRecords, threadstate.PageTrace)
 }
 
 // bounds clamps [from, to) to [0, total).
-func bounds(req activities.PageRequest, total int) (from, to int) {
+func bounds(req threadstate.PageRequest, total int) (from, to int) {
 	to = req.To
 	if to == 0 || to > total {
 		to = total
@@ -46,7 +47,7 @@ func bounds(req activities.PageRequest, total int) (from, to int) {
 func fill(from, to int, stop func(i int) bool, add func(i int) int) int {
 	size := 0
 	for i := from; i < to; i++ {
-		if (i > from && size >= activities.PageBytes) || stop(i) {
+		if (i > from && size >= threadstate.PageBytes) || stop(i) {
 			return i
 		}
 		size += add(i)
@@ -61,10 +62,10 @@ func jsonSize(v any) int {
 	return len(b)
 }
 
-func (r *run) pageMessages(req activities.PageRequest) Page {
+func (r *run) pageMessages(req threadstate.PageRequest) Page {
 	total := r.convLen()
 	from, to := bounds(req, total)
-	p := Page{Page: activities.Page{From: from, Next: from, Total: total}}
+	p := Page{Page: threadstate.Page{From: from, Next: from, Total: total}}
 	if from < r.base {
 		for _, part := range r.parts {
 			if from >= part.From && from < part.To {
@@ -73,16 +74,16 @@ func (r *run) pageMessages(req activities.PageRequest) Page {
 			}
 		}
 	}
-	p.Messages = []activities.Message{}
+	p.Messages = []threadstate.Message{}
 	p.Next = fill(from, to, never, func(i int) int {
 		m := &r.messages[i-r.base]
 		p.Messages = append(p.Messages, *m)
-		return activities.MessageJSONSize(m)
+		return threadstate.MessageJSONSize(m)
 	})
 	return p
 }
 
-func (r *run) pageRecords(req activities.PageRequest) (Page, error) {
+func (r *run) pageRecords(req threadstate.PageRequest) (Page, error) {
 	agent := req.Agent
 	if agent == "" {
 		agent = r.in.Agent
@@ -99,7 +100,7 @@ func (r *run) pageRecords(req activities.PageRequest) (Page, error) {
 	}
 	total := len(recs)
 	from, to := bounds(req, total)
-	p := Page{Page: activities.Page{From: from, Next: from, Total: total}}
+	p := Page{Page: threadstate.Page{From: from, Next: from, Total: total}}
 	if from < to && recs[from].Thin() {
 		holder := recs[from].HeldBy()
 		i := from
@@ -117,10 +118,10 @@ func (r *run) pageRecords(req activities.PageRequest) (Page, error) {
 	return p, nil
 }
 
-func (r *run) pageTrace(req activities.PageRequest) Page {
+func (r *run) pageTrace(req threadstate.PageRequest) Page {
 	total := r.traceBase + len(r.trace)
 	from, to := bounds(req, total)
-	p := Page{Page: activities.Page{From: from, Next: from, Total: total}}
+	p := Page{Page: threadstate.Page{From: from, Next: from, Total: total}}
 	if from < r.traceBase {
 		for _, part := range r.traceParts {
 			if from >= part.From && from < part.To {

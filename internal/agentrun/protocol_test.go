@@ -9,10 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -34,15 +37,15 @@ func TestProtocolSchemas(t *testing.T) {
 		{"trace-line.json", agentrun.TraceLine{}, false},
 		{"interrupt.json", agentrun.Interrupt{}, false},
 		{"resume-result.json", agentrun.ResumeResult{}, false},
-		{"tool-call.json", activities.ToolCall{}, false},
-		{"message.json", activities.Message{}, false},
-		{"checkpoint.json", activities.Checkpoint{}, false},
+		{"tool-call.json", threadstate.ToolCall{}, false},
+		{"message.json", threadstate.Message{}, false},
+		{"checkpoint.json", threadstate.Checkpoint{}, false},
 		{"record.json", dedup.Record{}, false},
-		{"page-request.json", activities.PageRequest{}, true},
+		{"page-request.json", threadstate.PageRequest{}, true},
 		{"page.json", agentrun.Page{}, false},
 		{"near-miss.json", dedup.NearMiss{}, false},
 		{"call-item.json", agentrun.CallItem{}, false},
-		{"text-item.json", activities.TextItem{}, false},
+		{"text-item.json", protocol.TextItem{}, false},
 	}
 	files, err := filepath.Glob("../../docs/schemas/*.json")
 	require.NoError(t, err)

@@ -7,6 +7,10 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -39,7 +43,7 @@ const InlineStateLimit = 256 << 10
 // handover is the state the run hands on (to its continuation, its thread's
 // next run, a QueryThread reader): in full when that is small, else by
 // reference.
-func (r *run) handover(settledOnly bool) (*activities.Checkpoint, error) {
+func (r *run) handover(settledOnly bool) (*threadstate.Checkpoint, error) {
 	if r.fullStateOver(settledOnly, InlineStateLimit) {
 		return r.refState(settledOnly, false) // as below, without encoding the state in full to learn it
 	}
@@ -53,24 +57,24 @@ func (r *run) handover(settledOnly bool) (*activities.Checkpoint, error) {
 // traceFor is the trace that goes with a state: by reference with a state
 // by reference (the parts that hold it, this run's last), else the parts
 // that hold its first lines and the lines this run holds, in full.
-func (r *run) traceFor(thin bool) (parts []activities.Part, lines []TraceLine) {
+func (r *run) traceFor(thin bool) (parts []threadstate.Part, lines []TraceLine) {
 	parts = slices.Clone(r.traceParts)
 	if !thin {
 		return parts, r.trace
 	}
 	if len(r.trace) > 0 {
-		parts = append(parts, activities.Part{Run: r.runID, From: r.traceBase, To: r.traceBase + len(r.trace)})
+		parts = append(parts, threadstate.Part{Run: r.runID, From: r.traceBase, To: r.traceBase + len(r.trace)})
 	}
 	return parts, nil
 }
 
 // adopt takes a thread state (loaded, or carried across continue-as-new):
 // this agent's log, and the conversation, by reference or in full.
-func (r *run) adopt(cp *activities.Checkpoint) error {
+func (r *run) adopt(cp *threadstate.Checkpoint) error {
 	if snap, ok := cp.Agents[r.in.Agent]; ok && r.dedup {
 		l, err := dedup.Restore(snap)
 		if err != nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), activities.ErrCheckpoint, nil)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), protocol.ErrCheckpoint, nil)
 		}
 		r.calls.Load(l)
 		r.log = l
@@ -80,12 +84,12 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	// without the interceptor, never read: every reader skips it), and
 	// the messages are r.messages: the encoded snapshot and a second
 	// array of messages would only hold memory for the run's life.
-	r.loaded = &activities.Checkpoint{Minted: cp.Minted}
+	r.loaded = &threadstate.Checkpoint{Minted: cp.Minted}
 	r.performed = slices.Clone(cp.Performed[r.in.Agent])
 	for name, calls := range cp.Performed {
 		if name != r.in.Agent {
 			if r.loaded.Performed == nil {
-				r.loaded.Performed = map[string][]activities.PerformedCall{}
+				r.loaded.Performed = map[string][]threadstate.PerformedCall{}
 			}
 			r.loaded.Performed[name] = calls
 		}
@@ -104,7 +108,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	r.messages, r.digest, r.undigested, r.base, r.baseDigest, r.parts = nil, "", 0, 0, "", nil
 	if cv := cp.Conversation; cv != nil {
 		if err := checkParts(cv); err != nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), activities.ErrCheckpoint, nil)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), protocol.ErrCheckpoint, nil)
 		}
 		r.base, r.digest, r.baseDigest, r.parts = cv.Count, cv.Digest, cv.Digest, cv.Parts
 	}
@@ -118,7 +122,7 @@ func (r *run) adopt(cp *activities.Checkpoint) error {
 	return nil
 }
 
-func checkParts(cv *activities.ConversationRef) error {
+func checkParts(cv *threadstate.ConversationRef) error {
 	at := 0
 	for _, p := range cv.Parts {
 		if p.From != at || p.To <= p.From || p.Run == "" {
@@ -138,8 +142,8 @@ func checkParts(cv *activities.ConversationRef) error {
 // run stopped mid-response an error result for each unanswered call), and
 // every agent's log thin. With full, what this run holds stays in full
 // (for a custom Checkpointer, which must not depend on histories).
-func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
-	cp := &activities.Checkpoint{Run: r.runID, Agents: map[string]json.RawMessage{}}
+func (r *run) refState(settledOnly, full bool) (*threadstate.Checkpoint, error) {
+	cp := &threadstate.Checkpoint{Run: r.runID, Agents: map[string]json.RawMessage{}}
 	resultIn := r.resultMessages()
 	for name, snap := range r.loadedAgents() {
 		if name == r.in.Agent {
@@ -148,10 +152,10 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 		if !full {
 			l, err := dedup.Restore(snap)
 			if err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrCheckpoint, nil)
+				return nil, temporal.NewNonRetryableApplicationError(err.Error(), protocol.ErrCheckpoint, nil)
 			}
 			if snap, err = l.ThinSnapshot(l.Len(), r.runID, InlineLimit, resultIn); err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrCheckpoint, nil)
+				return nil, temporal.NewNonRetryableApplicationError(err.Error(), protocol.ErrCheckpoint, nil)
 			}
 		}
 		cp.Agents[name] = snap
@@ -172,7 +176,7 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 		snap, err = r.log.ThinSnapshot(n, r.runID, InlineLimit, resultIn)
 	}
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrCheckpoint, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), protocol.ErrCheckpoint, nil)
 	}
 	cp.Agents[r.in.Agent] = snap
 	cp.Minted = r.minted(n)
@@ -189,11 +193,11 @@ func (r *run) refState(settledOnly, full bool) (*activities.Checkpoint, error) {
 		sent := r.sentCursor()
 		split, digest = sent.Count, sent.Digest
 		if split > r.base {
-			parts = append(parts, activities.Part{Run: r.runID, From: r.base, To: split})
+			parts = append(parts, threadstate.Part{Run: r.runID, From: r.base, To: split})
 		}
 	}
 	if split > 0 {
-		cp.Conversation = &activities.ConversationRef{Count: split, Digest: digest, Parts: parts}
+		cp.Conversation = &threadstate.ConversationRef{Count: split, Digest: digest, Parts: parts}
 	}
 	cp.Messages = slices.Concat(r.messages[split-r.base:], closing)
 	return cp, nil
@@ -326,7 +330,7 @@ func (r *run) restoreRef(c *Carry) error {
 	// The last model call's cursor goes on: the model activity's cache
 	// still holds what it saw, and the messages after it came in full.
 	if c.Sent.Count < r.base || c.Sent.Count > r.convLen() || c.Digest != r.convDigest() ||
-		activities.ExtendDigest(r.baseDigest, r.messages[:c.Sent.Count-r.base]...) != c.Sent.Digest {
+		threadstate.ExtendDigest(r.baseDigest, r.messages[:c.Sent.Count-r.base]...) != c.Sent.Digest {
 		return badInput(fmt.Sprintf("continued state: the model cursor (message %d) and the conversation (parts to %d, %d messages) disagree",
 			c.Sent.Count, r.base, r.convLen()))
 	}
@@ -373,7 +377,7 @@ func (r *run) continueByRef(ctx wf.Context) error {
 	}
 	enc, err := encodeContinued(next)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the continue-as-new state does not encode: %v", err), activities.ErrPayloadTooLarge, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the continue-as-new state does not encode: %v", err), protocol.ErrPayloadTooLarge, nil)
 	}
 	if err := r.checkEncoded(ctx, "the continue-as-new state", enc); err != nil {
 		return err
@@ -424,7 +428,7 @@ func (r *run) checkBudget(ctx wf.Context, calls int) error {
 	if limit > 0 && size > limit {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("the run's state (%d records, %d trace lines, %s) could pass the %s payload limit with another turn: configure external storage on the client and set the worker's PayloadLimit to -1",
-				r.log.Len(), len(r.trace), byteSize(r.stateEstimate()), byteSize(limit)), activities.ErrPayloadTooLarge, nil)
+				r.log.Len(), len(r.trace), byteSize(r.stateEstimate()), byteSize(limit)), protocol.ErrPayloadTooLarge, nil)
 	}
 	return nil
 }
@@ -476,7 +480,7 @@ func (r *run) stateBound(exact bool) int {
 	for i := range r.messages[r.sent.Count-r.base:] {
 		m := &r.messages[r.sent.Count-r.base+i]
 		if exact {
-			size += activities.MessageJSONSize(m)
+			size += threadstate.MessageJSONSize(m)
 		} else {
 			size += messageMax(m)
 		}
@@ -547,12 +551,12 @@ func (r *run) shareLines() {
 
 // threadUsage is the thread's token counts through now, in all and per
 // model (this chain's under its model's name).
-func (r *run) threadUsage() (*activities.Usage, map[string]*activities.Usage) {
+func (r *run) threadUsage() (*threadstate.Usage, map[string]*threadstate.Usage) {
 	total := r.threadBase.Plus(r.usage)
-	byModel := activities.CloneUsage(r.threadByModel)
+	byModel := threadstate.CloneUsage(r.threadByModel)
 	if r.usage != nil {
 		if byModel == nil {
-			byModel = map[string]*activities.Usage{}
+			byModel = map[string]*threadstate.Usage{}
 		}
 		byModel[r.in.Model] = byModel[r.in.Model].Plus(r.usage)
 	}

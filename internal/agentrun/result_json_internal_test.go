@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
@@ -53,7 +55,7 @@ func TestResultJSON(t *testing.T) {
 		}
 		if rng.IntN(4) == 0 {
 			res.Interrupt = &Interrupt{ID: text(), Hook: text(), Reason: text()}
-			res.TraceParts = []activities.Part{{Run: text(), From: 0, To: 2}}
+			res.TraceParts = []threadstate.Part{{Run: text(), From: 0, To: 2}}
 			res.Summary = map[Outcome]int{OutcomeExecuted: 2, OutcomeCached: 1}
 		}
 		want, err := json.Marshal(res)
@@ -84,7 +86,7 @@ func TestResultJSON(t *testing.T) {
 func TestContinuedJSON(t *testing.T) {
 	snap := func(s string) json.RawMessage { return json.RawMessage(s) }
 	in := RunInput{Model: "m", Agent: "support", ThreadID: "t-1", Continued: &Carry{Turn: 3, Digest: "d",
-		State: &activities.Checkpoint{Run: "r1", Agents: map[string]json.RawMessage{
+		State: &threadstate.Checkpoint{Run: "r1", Agents: map[string]json.RawMessage{
 			"support": snap(`{"records":[{"tool":"issue_refund","result":"<b>"}]}`), "billing": snap(`{"records":[]}`), "a": snap(`{}`)}}}}
 	for _, tc := range []struct {
 		name   string
@@ -93,7 +95,7 @@ func TestContinuedJSON(t *testing.T) {
 		{"snapshots", func(*RunInput) {}},
 		{"text before that reads as a placeholder", func(in *RunInput) { in.Model = "\x00tulip-snapshot-0" }},
 		{"text after that reads as a placeholder", func(in *RunInput) {
-			in.Continued.TraceParts = []activities.Part{{Run: "\x00tulip-snapshot-0"}}
+			in.Continued.TraceParts = []threadstate.Part{{Run: "\x00tulip-snapshot-0"}}
 		}},
 		{"snapshot with whitespace", func(in *RunInput) {
 			in.Continued.State.Agents["a"] = snap("{ \"x\" : [1, 2] }\n")
@@ -172,7 +174,7 @@ func TestResultUnsent(t *testing.T) {
 	require.False(t, r.resultUnsent(res), "a result over the bound with no lines is made")
 	r.limit = -1
 	require.True(t, r.resultUnsent(res), "no limit: nothing to check")
-	bad := RunResult{Trace: []TraceLine{}, Checkpoint: &activities.Checkpoint{Agents: map[string]json.RawMessage{"a": json.RawMessage("{")}}}
+	bad := RunResult{Trace: []TraceLine{}, Checkpoint: &threadstate.Checkpoint{Agents: map[string]json.RawMessage{"a": json.RawMessage("{")}}}
 	require.False(t, r.resultUnsent(bad), "a head that does not encode fails the run, as it did")
 }
 

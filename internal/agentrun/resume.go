@@ -8,10 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -74,7 +77,7 @@ func (r *run) checkHooks(in HooksInput) error {
 			if len(r.cfg.Hooks) > 0 {
 				has = "its hooks: " + strings.Join(slices.Sorted(maps.Keys(r.cfg.Hooks)), ", ")
 			}
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no hook named %q on this worker (%s)", name, has), activities.ErrUnknownHook, nil)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no hook named %q on this worker (%s)", name, has), protocol.ErrUnknownHook, nil)
 		}
 	}
 	return nil
@@ -154,11 +157,11 @@ func (r *run) checkResume(in ResumeInput) error {
 		return nil // a duplicate: accepted, takes no effect
 	}
 	if r.interrupt == nil || r.pending != nil {
-		return temporal.NewNonRetryableApplicationError("the run is not interrupted: there is nothing to resume", activities.ErrNotInterrupted, nil)
+		return temporal.NewNonRetryableApplicationError("the run is not interrupted: there is nothing to resume", protocol.ErrNotInterrupted, nil)
 	}
 	if in.InterruptID != "" && in.InterruptID != r.interrupt.ID {
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("interrupt %q is not the current one (%q)", in.InterruptID, r.interrupt.ID), activities.ErrStaleInterrupt, nil)
+			fmt.Sprintf("interrupt %q is not the current one (%q)", in.InterruptID, r.interrupt.ID), protocol.ErrStaleInterrupt, nil)
 	}
 	return r.checkResults(in)
 }
@@ -191,7 +194,7 @@ func (r *run) acceptResume(in ResumeInput) ResumeResult {
 //     call it held.
 //
 // Performed calls run without matching and are never recorded.
-func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, response int) error {
+func (r *run) pause(ctx wf.Context, h *hold, held []threadstate.ToolCall, response int) error {
 	// Runs recorded before this change show, and run, what they did.
 	v1 := wf.GetVersion(ctx, "tulip-held-args", wf.DefaultVersion, 1) == 1
 	first := h.shown()
@@ -275,7 +278,7 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 		// ran.
 		return nil
 	}
-	r.addMessage(activities.Message{Role: "user", Content: resume.Answer})
+	r.addMessage(threadstate.Message{Role: "user", Content: resume.Answer})
 	r.resumed = true
 	r.phase++
 	r.phaseTurn = 0
@@ -286,7 +289,7 @@ func (r *run) pause(ctx wf.Context, h *hold, held []activities.ToolCall, respons
 // one with the arguments its held line showed (model: as the model emitted
 // them, first: as shown), a later one through the before-hooks. It runs
 // without matching and is never recorded; a hook's cancel is recorded.
-func (r *run) perform(ctx wf.Context, call activities.ToolCall, interrupted bool, model, first *dedup.Args, response int) *step {
+func (r *run) perform(ctx wf.Context, call threadstate.ToolCall, interrupted bool, model, first *dedup.Args, response int) *step {
 	tool, parsed, rejected := r.resolve(call)
 	if rejected != nil {
 		return rejected

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/scenario"
 )
@@ -68,7 +69,7 @@ func TestResumeValidation(t *testing.T) {
 	env.ExecuteWorkflow(agentrun.WorkflowName, agentrun.RunInput{Model: scenario.ModelName("t", 0), Hooks: []string{"approve_isolate_host"}})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	assert.Equal(t, []string{activities.ErrNotInterrupted, activities.ErrStaleInterrupt}, rejected)
+	assert.Equal(t, []string{protocol.ErrNotInterrupted, protocol.ErrStaleInterrupt}, rejected)
 	require.Len(t, results, 2)
 	assert.Equal(t, agentrun.ResumeResult{InterruptID: "int-1"}, results[0])
 	assert.Equal(t, agentrun.ResumeResult{InterruptID: "int-1", Duplicate: true}, results[1])
@@ -115,7 +116,7 @@ func TestHooksMidRun(t *testing.T) {
 	var res agentrun.RunResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	got := byCall(linesOf(res))
-	assert.Equal(t, []string{activities.ErrUnknownHook}, rejected)
+	assert.Equal(t, []string{protocol.ErrUnknownHook}, rejected)
 	assert.Equal(t, agentrun.OutcomeCancelled, got["c1"].Outcome)
 	assert.Equal(t, agentrun.OutcomeCancelled, got["c2"].Outcome)
 	assert.JSONEq(t, `{"order_id": "O", "amount": 1}`, string(got["c3"].Arguments))

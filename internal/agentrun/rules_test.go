@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -65,7 +69,7 @@ func byCall(lines []scenario.Line) map[string]scenario.Line {
 func TestRuleRejectBeforeAnythingElse(t *testing.T) {
 	deep := strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 65)
 	big := `{"order_id": "` + strings.Repeat("x", 300<<10) + `", "amount": 1}`
-	sc := &scenario.Scenario{Runs: []scenario.Run{{Hooks: []string{"block_page_oncall"}, Turns: []scenario.Turn{{ToolCalls: []activities.ToolCall{
+	sc := &scenario.Scenario{Runs: []scenario.Run{{Hooks: []string{"block_page_oncall"}, Turns: []scenario.Turn{{ToolCalls: []threadstate.ToolCall{
 		{ID: "deep", Name: "audit_append", Arguments: deep},
 		{ID: "big", Name: "issue_refund", Arguments: big},
 		{ID: "array", Name: "issue_refund", Arguments: `[1]`},
@@ -94,7 +98,7 @@ func TestRuleRejectBeforeAnythingElse(t *testing.T) {
 func TestRuleLimitsAreOptions(t *testing.T) {
 	deep := strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 65)
 	h := newHarness(t)
-	sc := &scenario.Scenario{Runs: []scenario.Run{{Turns: []scenario.Turn{{ToolCalls: []activities.ToolCall{
+	sc := &scenario.Scenario{Runs: []scenario.Run{{Turns: []scenario.Turn{{ToolCalls: []threadstate.ToolCall{
 		{ID: "deep", Name: "audit_append", Arguments: deep}}}}}}}
 	env := h.env(sc)
 	env.ExecuteWorkflow(agentrun.WorkflowName, agentrun.RunInput{Model: scenario.ModelName("t", 0), Limits: limits(100)})
@@ -198,7 +202,7 @@ func TestServedCallAnswersItsOwnIDAndKeysAreStable(t *testing.T) {
 	assert.True(t, strings.HasPrefix(got["c3"].Key, "tulip-"), "the default derivation")
 	// The model's third request carries c2's result under c2's id, marked served.
 	require.Len(t, seen, 4)
-	var c2msg *activities.Message
+	var c2msg *threadstate.Message
 	for i, m := range seen[2].Messages {
 		if m.ToolCallID == "c2" {
 			c2msg = &seen[2].Messages[i]
@@ -211,7 +215,7 @@ func TestServedCallAnswersItsOwnIDAndKeysAreStable(t *testing.T) {
 
 func TestKeyTemplate(t *testing.T) {
 	h := newHarness(t)
-	refund := activities.MustTool(activities.ToolSpec{Name: "refund", Idempotent: true, KeyTemplate: "refund:{order_id}:{amount}:v1"},
+	refund := activities.MustTool(protocol.ToolSpec{Name: "refund", Idempotent: true, KeyTemplate: "refund:{order_id}:{amount}:v1"},
 		func(ctx contextT, a map[string]any) (string, error) { return activities.IdempotencyKey(ctx), nil })
 	h.opts = func(o *workerplugin.Options) { o.Tools = append(o.Tools, refund) }
 	sc := parseScenario(t, `{"runs": [{"turns": [
@@ -226,7 +230,7 @@ func TestKeyTemplate(t *testing.T) {
 func TestMaxTurns(t *testing.T) {
 	h := newHarness(t)
 	forever := activities.ModelFunc(func(_ contextT, req activities.ModelRequest) (activities.ModelResponse, error) {
-		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("m%d", req.Turn), Name: "mint_case_id", Arguments: "{}"}}}, nil
+		return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: fmt.Sprintf("m%d", req.Turn), Name: "mint_case_id", Arguments: "{}"}}}, nil
 	})
 	h.opts = func(o *workerplugin.Options) { o.Models["forever"] = forever }
 	env := h.env(&scenario.Scenario{})
@@ -234,7 +238,7 @@ func TestMaxTurns(t *testing.T) {
 	err := env.GetWorkflowError()
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	assert.Equal(t, activities.ErrMaxTurns, appErr.Type())
+	assert.Equal(t, protocol.ErrMaxTurns, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	var res agentrun.RunResult
 	require.NoError(t, appErr.Details(&res))

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -28,8 +29,8 @@ func skeleton(v any) int {
 
 var (
 	minRecord   = skeleton(dedup.Record{})
-	minMessage  = skeleton(activities.Message{})
-	minToolCall = skeleton(activities.ToolCall{})
+	minMessage  = skeleton(threadstate.Message{})
+	minToolCall = skeleton(threadstate.ToolCall{})
 	minLine     = skeleton(TraceLine{}) - 3*len("null") // without arguments, result and error (always written: lineMin adds them)
 )
 
@@ -54,7 +55,7 @@ func rawMin(b json.RawMessage) int {
 	return n
 }
 
-func messageMin(m *activities.Message) int {
+func messageMin(m *threadstate.Message) int {
 	n := minMessage + len(m.Role) + member("content", m.Content) + member("tool_call_id", m.ToolCallID)
 	if len(m.ToolCalls) > 0 {
 		n += len(`,"tool_calls":[]`) + len(m.ToolCalls) - 1
@@ -68,7 +69,7 @@ func messageMin(m *activities.Message) int {
 // messageMax bounds len(json.Marshal(*m)) from its texts' lengths alone:
 // a byte encodes as at most 6 (\u00XX), a member's name and punctuation
 // within 32.
-func messageMax(m *activities.Message) int {
+func messageMax(m *threadstate.Message) int {
 	n := 96 + 6*(len(m.Role)+len(m.Content)+len(m.ToolCallID))
 	for _, c := range m.ToolCalls {
 		n += 64 + 6*(len(c.ID)+len(c.Name)+len(c.Arguments))

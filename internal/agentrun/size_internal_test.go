@@ -6,9 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
@@ -66,9 +67,9 @@ func TestSizeBoundsBelowEncoding(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, len(bs), strMax(s), "%q", s)
 
-		m := activities.Message{Role: text(), Content: text(), ToolCallID: text(), Served: rng.IntN(2) == 0}
+		m := threadstate.Message{Role: text(), Content: text(), ToolCallID: text(), Served: rng.IntN(2) == 0}
 		for range rng.IntN(3) {
-			m.ToolCalls = append(m.ToolCalls, activities.ToolCall{ID: text(), Name: text(), Arguments: text()})
+			m.ToolCalls = append(m.ToolCalls, threadstate.ToolCall{ID: text(), Name: text(), Arguments: text()})
 		}
 		b, err = json.Marshal(m)
 		require.NoError(t, err)
@@ -97,9 +98,9 @@ func TestFullStateBoundBelowEncoding(t *testing.T) {
 			require.NoError(t, err)
 			r.log.Append(dedup.Record{Tool: "issue_refund", Response: resp, Run: r.runID, Turn: 1, CallID: fmt.Sprint("c", i),
 				Origin: dedup.Executed, Key: "tulip-0123456789", Result: json.RawMessage(`{ "refund_id": "rf-1" }`)}, args)
-			r.messages = append(r.messages, activities.Message{Role: "tool", ToolCallID: fmt.Sprint("c", i), Content: `{"refund_id":"rf-1"}`})
+			r.messages = append(r.messages, threadstate.Message{Role: "tool", ToolCallID: fmt.Sprint("c", i), Content: `{"refund_id":"rf-1"}`})
 		}
-		r.messages = append(r.messages, activities.Message{Role: "assistant", ToolCalls: []activities.ToolCall{{ID: "c0", Name: "issue_refund", Arguments: "{}"}}})
+		r.messages = append(r.messages, threadstate.Message{Role: "assistant", ToolCalls: []threadstate.ToolCall{{ID: "c0", Name: "issue_refund", Arguments: "{}"}}})
 		st, err := r.refState(false, true)
 		require.NoError(t, err)
 		size := jsonSize(st)

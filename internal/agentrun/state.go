@@ -9,16 +9,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
 // loadCheckpoint loads the thread's state before the first call: its
 // conversation and this agent's log. The run finds the thread's earlier
-// runs itself (activities.TemporalCheckpointer), so any client that starts
+// runs itself (threadstate.TemporalCheckpointer), so any client that starts
 // a run on a thread continues it.
 func (r *run) loadCheckpoint(ctx wf.Context) error {
 	if r.in.ThreadID == "" {
@@ -32,9 +35,9 @@ func (r *run) loadCheckpoint(ctx wf.Context) error {
 		RetryPolicy:            retryUntilWindow(),
 		ScheduleToCloseTimeout: RetryWindow,
 	})
-	var cp activities.Checkpoint
-	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
-	if err := wf.ExecuteActivity(actx, activities.LoadCheckpointActivity, ref).Get(ctx, &cp); err != nil {
+	var cp threadstate.Checkpoint
+	ref := threadstate.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
+	if err := wf.ExecuteActivity(actx, protocol.LoadCheckpointActivity, ref).Get(ctx, &cp); err != nil {
 		return err
 	}
 	if err := r.useCheckpoint(&cp); err != nil {
@@ -67,10 +70,10 @@ func (r *run) loadThread(ctx wf.Context) error {
 		ScheduleToCloseTimeout: RetryWindow,
 	})
 	info := wf.GetInfo(ctx)
-	ref := activities.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID,
+	ref := threadstate.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID,
 		NewThread: r.in.NewThread, Started: info.WorkflowStartTime}
-	var lt activities.LoadedThread
-	if err := wf.ExecuteActivity(actx, activities.LoadThreadActivity, ref).Get(ctx, &lt); err != nil {
+	var lt threadstate.LoadedThread
+	if err := wf.ExecuteActivity(actx, protocol.LoadThreadActivity, ref).Get(ctx, &lt); err != nil {
 		return err
 	}
 	r.save = lt.Save
@@ -94,13 +97,13 @@ func (r *run) loadThread(ctx wf.Context) error {
 
 // useCheckpoint takes a thread state: this agent's log and, in runs that
 // carry it, the conversation (runs before state went by reference).
-func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
+func (r *run) useCheckpoint(cp *threadstate.Checkpoint) error {
 	r.loaded = cp
 	r.threadBase, r.threadByModel = cp.Usage, cp.UsageByModel
 	if snap, ok := cp.Agents[r.in.Agent]; ok && r.dedup {
 		l, err := dedup.Restore(snap)
 		if err != nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), activities.ErrCheckpoint, nil)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", r.in.ThreadID, err), protocol.ErrCheckpoint, nil)
 		}
 		r.calls.Load(l)
 		r.log = l
@@ -119,8 +122,8 @@ func (r *run) useCheckpoint(cp *activities.Checkpoint) error {
 // this agent's replaced, and the conversation. Pending records (calls still
 // executing) are left out, and calls with no result yet get one that says
 // so, so the conversation stays well formed for the model.
-func (r *run) checkpoint(settledOnly bool) (*activities.Checkpoint, error) {
-	cp := &activities.Checkpoint{Agents: map[string]json.RawMessage{}}
+func (r *run) checkpoint(settledOnly bool) (*threadstate.Checkpoint, error) {
+	cp := &threadstate.Checkpoint{Agents: map[string]json.RawMessage{}}
 	if r.loaded != nil {
 		maps.Copy(cp.Agents, r.loaded.Agents)
 	}
@@ -130,7 +133,7 @@ func (r *run) checkpoint(settledOnly bool) (*activities.Checkpoint, error) {
 	}
 	snap, err := snapshot()
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrCheckpoint, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), protocol.ErrCheckpoint, nil)
 	}
 	cp.Agents[r.in.Agent] = snap
 	if r.carriesThread {
@@ -146,7 +149,7 @@ func (r *run) checkpoint(settledOnly bool) (*activities.Checkpoint, error) {
 // closeConversation answers, with an error result, every call of the last
 // assistant message that has no tool message yet (a run that stopped in the
 // middle of a response).
-func closeConversation(msgs []activities.Message) []activities.Message {
+func closeConversation(msgs []threadstate.Message) []threadstate.Message {
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "assistant" {
@@ -195,8 +198,8 @@ func (r *run) saveCheckpoint(ctx wf.Context, res *RunResult) error {
 		RetryPolicy:            retryUntilWindow(),
 		ScheduleToCloseTimeout: RetryWindow,
 	})
-	ref := activities.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
-	return wf.ExecuteActivity(actx, activities.SaveCheckpointActivity, ref, cp).Get(ctx, nil)
+	ref := threadstate.ThreadRef{ThreadID: wf.GetInfo(ctx).WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID}
+	return wf.ExecuteActivity(actx, protocol.SaveCheckpointActivity, ref, cp).Get(ctx, nil)
 }
 
 // saveThread puts the thread's state, by reference, in the run's result,
@@ -225,8 +228,8 @@ func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
 	// state of the run that started last. (An activity's input is not
 	// compared on replay.)
 	info := wf.GetInfo(ctx)
-	ref := activities.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID, Started: info.WorkflowStartTime}
-	err = wf.ExecuteActivity(actx, activities.SaveThreadActivity, ref, full).Get(ctx, nil)
+	ref := threadstate.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID, Started: info.WorkflowStartTime}
+	err = wf.ExecuteActivity(actx, protocol.SaveThreadActivity, ref, full).Get(ctx, nil)
 	if err == nil || wf.GetVersion(ctx, "tulip-save-failure-completes", wf.DefaultVersion, 1) == wf.DefaultVersion {
 		return err
 	}
@@ -241,9 +244,9 @@ func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
 // threadState answers QueryThread. A run that has not loaded its thread's
 // state (it failed or stopped before) answers with no agents: it left
 // nothing of its own.
-func (r *run) threadState() (*activities.Checkpoint, error) {
+func (r *run) threadState() (*threadstate.Checkpoint, error) {
 	if !r.ready {
-		return &activities.Checkpoint{}, nil
+		return &threadstate.Checkpoint{}, nil
 	}
 	if r.stateByRef {
 		return r.handover(true)
@@ -255,15 +258,15 @@ func (r *run) threadState() (*activities.Checkpoint, error) {
 // this run holds. To zero or past the end is the end; From past the end is
 // an empty page whose Next is the conversation's length. QueryPage also
 // says who holds the others.
-func (r *run) conversationPage(rng activities.ConversationRange) (activities.ConversationPage, error) {
+func (r *run) conversationPage(rng threadstate.ConversationRange) (threadstate.ConversationPage, error) {
 	if rng.From < 0 || rng.To < 0 {
-		return activities.ConversationPage{}, fmt.Errorf("range [%d, %d): negative bounds", rng.From, rng.To)
+		return threadstate.ConversationPage{}, fmt.Errorf("range [%d, %d): negative bounds", rng.From, rng.To)
 	}
 	if rng.From < r.base {
-		return activities.ConversationPage{}, fmt.Errorf("messages [0, %d) are held by the thread's earlier runs: read them with the %s query", r.base, QueryPage)
+		return threadstate.ConversationPage{}, fmt.Errorf("messages [0, %d) are held by the thread's earlier runs: read them with the %s query", r.base, QueryPage)
 	}
-	p := r.pageMessages(activities.PageRequest{Kind: activities.PageMessages, From: rng.From, To: rng.To})
-	return activities.ConversationPage{Messages: p.Messages, Next: p.Next}, nil
+	p := r.pageMessages(threadstate.PageRequest{Kind: threadstate.PageMessages, From: rng.From, To: rng.To})
+	return threadstate.ConversationPage{Messages: p.Messages, Next: p.Next}, nil
 }
 
 // shouldContinueAsNew: between responses, when Temporal suggests it or the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -166,7 +168,7 @@ func (r *run) refusePublish(in streams.PublishInput) string {
 		return "not the run's publisher"
 	}
 	for _, it := range in.Items {
-		if it.Topic != activities.TopicText {
+		if it.Topic != protocol.TopicText {
 			return "topic " + it.Topic + " is not the model activity's"
 		}
 	}
@@ -183,9 +185,9 @@ func (r *run) publishLine(l *TraceLine) {
 	}
 	// A pointer in an interface is stored as it is: no allocation a line.
 	if r.in.Stream != nil && r.in.Stream.Content {
-		r.stream.PublishLazy(activities.TopicCalls, (*contentItem)(l))
+		r.stream.PublishLazy(protocol.TopicCalls, (*contentItem)(l))
 	} else {
-		r.stream.PublishLazy(activities.TopicCalls, (*lineItem)(l))
+		r.stream.PublishLazy(protocol.TopicCalls, (*lineItem)(l))
 	}
 }
 
@@ -200,7 +202,7 @@ func (r *run) publishChild(path string, lines []TraceLine) {
 		if lines[i].Outcome == OutcomeHeld {
 			continue // its final outcome follows
 		}
-		r.stream.PublishLazy(activities.TopicCalls, &childItem{line: &lines[i], agent: path, content: content})
+		r.stream.PublishLazy(protocol.TopicCalls, &childItem{line: &lines[i], agent: path, content: content})
 	}
 }
 
@@ -278,7 +280,7 @@ func (r *run) publishAnswer(resp activities.ModelResponse) {
 		return
 	}
 	r.stream.Sync() // the pieces the model activity sent come first
-	it := activities.TextItem{Turn: r.turn, Done: true}
+	it := protocol.TextItem{Turn: r.turn, Done: true}
 	// A Done item that names pieces the run did not take (an activity
 	// that published under no token: a worker older than the token)
 	// carries the whole answer instead.
@@ -287,7 +289,7 @@ func (r *run) publishAnswer(resp activities.ModelResponse) {
 	} else {
 		it.Delta = resp.Text
 	}
-	r.stream.PublishLazy(activities.TopicText, it)
+	r.stream.PublishLazy(protocol.TopicText, it)
 }
 
 // textStream is the model input's TextStream for this run.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -81,7 +83,7 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 	sub := tool.SubAgent()
 	var args activities.SubAgentArgs
 	if err := json.Unmarshal([]byte(in.Arguments), &args); err != nil || args.Task == "" {
-		settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s: give it a task (\"task\": text)", in.Tool), activities.ErrArgumentDecode, nil))
+		settle.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %s: give it a task (\"task\": text)", in.Tool), protocol.ErrArgumentDecode, nil))
 		return out
 	}
 	thread := r.subThread(ctx, in.Tool)
@@ -145,7 +147,7 @@ func (r *run) launchSub(ctx wf.Context, tool *activities.Tool, in activities.Too
 			}
 		}
 		var refused *temporal.ApplicationError
-		if errors.As(err, &refused) && refused.Type() == activities.ErrBadInput {
+		if errors.As(err, &refused) && refused.Type() == protocol.ErrBadInput {
 			delete(r.childChans, thread)
 			settle.SetError(err)
 			return
@@ -272,5 +274,5 @@ func (r *run) signalParent(ctx wf.Context, ci ChildInterrupt) {
 func errTestEnvThread(thread string) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 		"sub-agent thread %s has runs already: in the SDK's test environment (agent.RunTest) a sub-agent's thread runs once, since reading its earlier runs needs a server; test it on a dev server (docs/tour.md)", thread),
-		activities.ErrBadInput, nil)
+		protocol.ErrBadInput, nil)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -32,11 +34,11 @@ func (r *run) listToolsets(ctx wf.Context) wf.Future {
 		RetryPolicy:            retryUntilWindow(),
 		ScheduleToCloseTimeout: RetryWindow,
 	})
-	return wf.ExecuteActivity(actx, activities.ListToolsActivity)
+	return wf.ExecuteActivity(actx, protocol.ListToolsActivity)
 }
 
 // addToolsets makes the toolsets' tools callable in this run.
-func (r *run) addToolsets(specs []activities.ToolSpec) {
+func (r *run) addToolsets(specs []protocol.ToolSpec) {
 	if len(specs) == 0 {
 		return
 	}

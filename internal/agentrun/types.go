@@ -12,6 +12,10 @@ package agentrun
 import (
 	"encoding/json"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/streams"
@@ -35,16 +39,16 @@ const (
 	UpdateHooks = "tulip.hooks"
 	// SignalHooks is the same, as a signal.
 	SignalHooks = "tulip.hooks"
-	// QueryThread returns the thread state (activities.Checkpoint) the run
+	// QueryThread returns the thread state (threadstate.Checkpoint) the run
 	// would leave if it closed now; closed runs answer it too.
-	QueryThread = activities.QueryThread
+	QueryThread = protocol.QueryThread
 	// QueryConversation pages the run's conversation
-	// (activities.ConversationRange → activities.ConversationPage).
-	QueryConversation = activities.QueryConversation
-	// QueryPage pages what the run holds (activities.PageRequest → Page):
+	// (threadstate.ConversationRange → threadstate.ConversationPage).
+	QueryConversation = protocol.QueryConversation
+	// QueryPage pages what the run holds (threadstate.PageRequest → Page):
 	// its conversation, an agent's log or its trace, naming the run that
 	// holds what it does not.
-	QueryPage = activities.QueryPage
+	QueryPage = threadstate.QueryPage
 )
 
 // MemoInterrupt is the memo key holding the current interrupt's id while a
@@ -92,7 +96,7 @@ type RunInput struct {
 	Hooks []string `json:"hooks,omitempty"`
 	// Tools names the worker's tools the run is offered: tool names and
 	// toolset names (every tool of that toolset). A name the worker does
-	// not have fails the run at its start (activities.ErrBadInput). Zero
+	// not have fails the run at its start (protocol.ErrBadInput). Zero
 	// value: every tool of the worker. Either way a sub-agent is never
 	// offered itself.
 	Tools []string `json:"tools,omitempty"`
@@ -123,15 +127,15 @@ type RunInput struct {
 	// (ModelRequest.Instructions: the model's system prompt, then these).
 	Instructions string `json:"instructions,omitempty"`
 	// Params are the run's sampling parameters (ModelRequest.Params).
-	Params *activities.ModelParams `json:"params,omitempty"`
+	Params *protocol.ModelParams `json:"params,omitempty"`
 	// ClientTools are tools the caller runs, not the worker: offered to
 	// the model after the worker's tools (their Name, Description,
 	// Parameters and Idempotent count). A call of one that the log does
 	// not serve is held for the caller (an interrupt of ClientToolsHook),
 	// and the resume that answers it carries its result
 	// (ResumeInput.Results). A name a worker tool has fails the run at
-	// its start (activities.ErrBadInput).
-	ClientTools []activities.ToolSpec `json:"client_tools,omitempty"`
+	// its start (protocol.ErrBadInput).
+	ClientTools []protocol.ToolSpec `json:"client_tools,omitempty"`
 	// ClientTimeoutMillis bounds how long the run waits for its client
 	// tools' results, in milliseconds: past it, the held calls are
 	// answered as not performed (dropped, never recorded) and the run goes
@@ -140,7 +144,7 @@ type RunInput struct {
 	// TestEnv: the run plays in the SDK's test environment (agent.RunTest),
 	// which has no server. A sub-agent's thread starts there as new; what
 	// would read a thread's earlier runs (a sub-agent called again on its
-	// thread) is refused with activities.ErrBadInput.
+	// thread) is refused with protocol.ErrBadInput.
 	TestEnv bool `json:"test_env,omitempty"`
 	// Parent, on a sub-agent's run, names the run that called it
 	// (subagent.go).
@@ -188,16 +192,16 @@ type Carry struct {
 	Continued int `json:"continued"`
 	// State is the thread state by reference (conversation, every agent's
 	// log), the same value a thread run leaves in RunResult.State.
-	State *activities.Checkpoint `json:"state,omitempty"`
+	State *threadstate.Checkpoint `json:"state,omitempty"`
 	// Trace is the run's trace so far, in full, after the lines
 	// TraceParts hold.
 	Trace []TraceLine `json:"trace,omitempty"`
 	// TraceParts say which runs of the chain hold the trace's first lines.
-	TraceParts []activities.Part `json:"trace_parts,omitempty"`
+	TraceParts []threadstate.Part `json:"trace_parts,omitempty"`
 	// Summary counts the calls of the lines TraceParts hold by outcome.
 	Summary map[Outcome]int `json:"summary,omitempty"`
 	// Toolsets are the toolsets' tools the run read when it started.
-	Toolsets []activities.ToolSpec `json:"toolsets,omitempty"`
+	Toolsets []protocol.ToolSpec `json:"toolsets,omitempty"`
 	// Stream is the run's stream, handed over (streams.State).
 	Stream *streams.State `json:"stream,omitempty"`
 	// Save: the chain saves its thread's state through the worker's
@@ -205,12 +209,12 @@ type Carry struct {
 	// Absent in carries written before it: such a chain did not save.
 	Save bool `json:"save,omitempty"`
 	// Usage is the chain's token counts so far (RunResult.Usage).
-	Usage *activities.Usage `json:"usage,omitempty"`
+	Usage *threadstate.Usage `json:"usage,omitempty"`
 	// ThreadUsage is the thread's token counts before the chain (its
 	// loaded state's): State.Usage counts the chain's too.
-	ThreadUsage *activities.Usage `json:"thread_usage,omitempty"`
+	ThreadUsage *threadstate.Usage `json:"thread_usage,omitempty"`
 	// ThreadUsageByModel is ThreadUsage per model.
-	ThreadUsageByModel map[string]*activities.Usage `json:"thread_usage_by_model,omitempty"`
+	ThreadUsageByModel map[string]*threadstate.Usage `json:"thread_usage_by_model,omitempty"`
 }
 
 // MaxSegments bounds the segment payloads of a continue-as-new input; a
@@ -221,7 +225,7 @@ const MaxSegments = 8
 type Segment struct {
 	// Agents holds the other agents' logs (first segment only).
 	Agents   map[string]json.RawMessage `json:"agents,omitempty"`
-	Messages []activities.Message       `json:"messages"`
+	Messages []threadstate.Message      `json:"messages"`
 	Records  []CarriedRecord            `json:"records"`
 	Trace    []CarriedLine              `json:"trace"`
 }
@@ -331,7 +335,7 @@ type Interrupt struct {
 	Reason string `json:"reason"`
 	// Held are the calls held: the interrupted call and the rest of its
 	// response, as the model emitted them.
-	Held []activities.ToolCall `json:"held"`
+	Held []threadstate.ToolCall `json:"held"`
 	// Agent, on an interrupt a sub-agent raised, is the agent path of the
 	// run that holds the calls ("support/refunds"); "" for this run's own.
 	Agent string `json:"agent,omitempty"`
@@ -353,26 +357,26 @@ type RunResult struct {
 	TraceFrom int `json:"trace_from,omitempty"`
 	// TraceParts say which runs (of the chain, this one included) hold
 	// lines [0, TraceFrom).
-	TraceParts []activities.Part `json:"trace_parts,omitempty"`
-	Interrupt  *Interrupt        `json:"interrupt,omitempty"`
-	Error      string            `json:"error,omitempty"`
+	TraceParts []threadstate.Part `json:"trace_parts,omitempty"`
+	Interrupt  *Interrupt         `json:"interrupt,omitempty"`
+	Error      string             `json:"error,omitempty"`
 	// Checkpoint is the thread's state after this run (thread runs).
-	Checkpoint *activities.Checkpoint `json:"checkpoint,omitempty"`
+	Checkpoint *threadstate.Checkpoint `json:"checkpoint,omitempty"`
 	// ContinuedAsNew counts the times the run continued as new.
 	ContinuedAsNew int `json:"continued_as_new,omitempty"`
 	// State is the thread's state after this run, by reference (thread
 	// runs): what the thread's next run loads.
-	State *activities.Checkpoint `json:"state,omitempty"`
+	State *threadstate.Checkpoint `json:"state,omitempty"`
 	// Summary counts the run's tool calls by outcome.
 	Summary map[Outcome]int `json:"summary,omitempty"`
 	// Usage sums the token counts of every model response the run took
 	// (resumes and continue-as-new included); nil when its model reported
 	// none.
-	Usage *activities.Usage `json:"usage,omitempty"`
+	Usage *threadstate.Usage `json:"usage,omitempty"`
 	// ThreadUsage, for a run on a thread, is the thread's token counts
 	// through this run: every run and agent on it (states written before
 	// threads counted them count from then on).
-	ThreadUsage *activities.Usage `json:"thread_usage,omitempty"`
+	ThreadUsage *threadstate.Usage `json:"thread_usage,omitempty"`
 	// ClientTools names the run's client tools (RunInput.ClientTools), in
 	// order: a trace line of one of them is a call the caller ran.
 	ClientTools []string `json:"client_tools,omitempty"`
@@ -432,10 +436,10 @@ type ResumeResult struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
-// Page answers QueryPage: activities.Page, and for the kind "trace" the
+// Page answers QueryPage: threadstate.Page, and for the kind "trace" the
 // trace lines [From, Next) in full.
 type Page struct {
-	activities.Page
+	threadstate.Page
 	Trace []TraceLine `json:"trace,omitempty"`
 }
 

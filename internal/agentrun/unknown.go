@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -76,7 +80,7 @@ func (r *run) resolveUnknown(st *step, tool *activities.Tool, in activities.Tool
 			if n := opts.RetryPolicy.MaximumAttempts; n > 0 {
 				rounds = int(n)
 			}
-			holds := tool.Spec().OnUnknown == activities.OnUnknownHold
+			holds := tool.Spec().OnUnknown == protocol.OnUnknownHold
 			for {
 				if holds {
 					u.Holds++
@@ -143,7 +147,7 @@ func (r *run) resolveUnknown(st *step, tool *activities.Tool, in activities.Tool
 						// Known not applied, with no execution left.
 						u.Resolution = ResolvedNotApplied
 						set.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("tool %s did not run: its check found it not applied after each of its %d executions was lost (%s)",
-							in.Tool, rounds, u.Cause), activities.ErrToolFailed, nil))
+							in.Tool, rounds, u.Cause), protocol.ErrToolFailed, nil))
 						return
 					}
 				}
@@ -184,7 +188,7 @@ func (r *run) holdUnknown(ctx wf.Context, st *step, cause string, heartbeat bool
 	}
 	r.interrupts++
 	r.interrupt = &Interrupt{ID: fmt.Sprintf("int-%d", r.interrupts), Turn: l.Turn, Hook: UnknownHook, Reason: reason,
-		Held: []activities.ToolCall{{ID: l.CallID, Name: l.Tool, Arguments: string(l.Arguments)}}}
+		Held: []threadstate.ToolCall{{ID: l.CallID, Name: l.Tool, Arguments: string(l.Arguments)}}}
 	r.holdRerun = again
 	r.appendLine(ctx, TraceLine{Turn: l.Turn, CallID: l.CallID, Tool: l.Tool, Arguments: l.Arguments, Outcome: OutcomeHeld, Key: l.Key}, -1)
 	resume, err := r.waitResume(ctx, UnknownHook)
@@ -228,14 +232,14 @@ func unknownCause(err error, d time.Duration) (cause string, heartbeat bool) {
 		return "", false
 	}
 	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) && ae.Type() == activities.ErrAmbiguous {
+	if errors.As(err, &ae) && ae.Type() == protocol.ErrAmbiguous {
 		return "ambiguous error: " + ae.Message(), false
 	}
 	return "", false
 }
 
 func outcomeUnknown(msg string) error {
-	return temporal.NewNonRetryableApplicationError(msg, activities.ErrOutcomeUnknown, nil)
+	return temporal.NewNonRetryableApplicationError(msg, protocol.ErrOutcomeUnknown, nil)
 }
 
 // jsonOutput is a tool output's JSON, as the activity writes it.
@@ -256,7 +260,7 @@ func (r *run) check(ctx wf.Context, tool *activities.Tool, in activities.ToolInp
 	if !wf.IsReplaying(ctx) {
 		o.Summary = "check · " + activitySummary(in.Tool, in.IdempotencyKey)
 	}
-	return wf.ExecuteActivity(wf.WithActivityOptions(ctx, o), activities.CheckActivityName(in.Tool), in)
+	return wf.ExecuteActivity(wf.WithActivityOptions(ctx, o), protocol.CheckActivityName(in.Tool), in)
 }
 
 // execute starts the tool's activity for in again: the same input, the

@@ -7,6 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -71,7 +75,7 @@ const DefaultPayloadLimit = 2<<20 - 64<<10
 
 // Func is the agent-run workflow function. Its first argument is RunInput
 // as JSON, decoded strictly: an unknown field fails the run with
-// activities.ErrBadInput. The others are the segments of a
+// protocol.ErrBadInput. The others are the segments of a
 // continue-as-new (see Carry): clients pass only the first. The input
 // comes by pointer so that the run can let go of it once decoded (the
 // SDK's reflective call holds its arguments for as long as the run
@@ -175,30 +179,30 @@ type run struct {
 	streamState    // the live stream (stream.go)
 
 	hooks    []string
-	toolsets []activities.ToolSpec // the toolsets' tools this run read
+	toolsets []protocol.ToolSpec // the toolsets' tools this run read
 	// client are the run's client tools (client.go), clientSpecs their
 	// specs for the model, clientHeld the current response's calls held
 	// for the caller.
 	client      map[string]*activities.Tool
-	clientSpecs []activities.ToolSpec
+	clientSpecs []protocol.ToolSpec
 	clientHeld  []clientHold
-	usage       *activities.Usage // the model responses' token counts, summed
-	threadBase  *activities.Usage // the thread's counts before this chain (its loaded state's)
+	usage       *threadstate.Usage // the model responses' token counts, summed
+	threadBase  *threadstate.Usage // the thread's counts before this chain (its loaded state's)
 	// threadByModel is threadBase per model.
-	threadByModel map[string]*activities.Usage
+	threadByModel map[string]*threadstate.Usage
 	// forkOf, on a forked thread, is where it came from; origin, in a
 	// fork's run, the origin's records it serves from (fork.go).
-	forkOf *activities.ForkOf
+	forkOf *threadstate.ForkOf
 	origin *forkOrigin
 	// offered names the tools the run is offered when it is not every
 	// tool of the worker (narrowTools); r.tools holds those alone.
 	offered *[]string
 	// performed is this agent's held calls that resumes performed on the
 	// thread (loaded, and this run's while keepPerformed), for forks.
-	performed     []activities.PerformedCall
+	performed     []threadstate.PerformedCall
 	keepPerformed bool
 	// mview is the model's view of the conversation (compact.go).
-	mview activities.ContextState
+	mview threadstate.ContextState
 	// compacted lists this run's compactions, for its result.
 	compacted []Compaction
 	// subBusy is, per sub-agent thread, the future of its latest call;
@@ -261,9 +265,9 @@ type callState struct {
 // conversation is the thread's conversation as the run holds it: its own
 // messages in full, the earlier ones by reference.
 type conversation struct {
-	messages []activities.Message // the messages this run holds: the conversation from message base on
-	base     int                  // the messages other runs hold (parts), which come first
-	parts    []activities.Part    // which runs hold messages [0, base)
+	messages []threadstate.Message // the messages this run holds: the conversation from message base on
+	base     int                   // the messages other runs hold (parts), which come first
+	parts    []threadstate.Part    // which runs hold messages [0, base)
 	// sent is the conversation the last model call saw (sentCursor): its
 	// Digest is folded when read while sentPending.
 	sent        activities.Cursor
@@ -280,12 +284,12 @@ func (c *conversation) convLen() int { return c.base + len(c.messages) }
 // traceState is the run's trace: its own lines in full, earlier ones by
 // reference.
 type traceState struct {
-	trace      []TraceLine       // the lines this run holds: the trace from line traceBase on
-	traceMsg   []int             // each trace line's tool message, or -1
-	traceBase  int               // the lines earlier runs of the chain hold
-	traceParts []activities.Part // which runs hold lines [0, traceBase)
-	summarized map[Outcome]int   // those lines' calls by outcome
-	result     []byte            // the run's result, encoded once it completed
+	trace      []TraceLine        // the lines this run holds: the trace from line traceBase on
+	traceMsg   []int              // each trace line's tool message, or -1
+	traceBase  int                // the lines earlier runs of the chain hold
+	traceParts []threadstate.Part // which runs hold lines [0, traceBase)
+	summarized map[Outcome]int    // those lines' calls by outcome
+	result     []byte             // the run's result, encoded once it completed
 }
 
 // interruptState is the run's interrupts: the open one, those answered,
@@ -305,7 +309,7 @@ type interruptState struct {
 // carried is what the run took from its predecessor (continue-as-new) or
 // its thread.
 type carried struct {
-	loaded    *activities.Checkpoint
+	loaded    *threadstate.Checkpoint
 	segs      [][]byte   // the carried segments (JSON), passed on as they came
 	bounds    []segBound // where each carried segment ends
 	continued int        // continue-as-new steps so far
@@ -326,7 +330,7 @@ type streamState struct {
 }
 
 func badInput(msg string) error {
-	return temporal.NewNonRetryableApplicationError(msg, activities.ErrBadInput, nil)
+	return temporal.NewNonRetryableApplicationError(msg, protocol.ErrBadInput, nil)
 }
 
 // setUp readies the run for its first turn, or refuses or fails it (an
@@ -362,7 +366,7 @@ func (r *run) setUp(ctx wf.Context) error {
 		// without it before this check replay as they ran.)
 		if wf.GetVersion(ctx, "tulip-plugin-required", wf.DefaultVersion, 1) == 1 {
 			return r.refuse(ctx, temporal.NewNonRetryableApplicationError(
-				"this worker runs tulip.AgentRun without tulip's interceptor: give it tulip.NewPlugin", activities.ErrPluginMissing, nil))
+				"this worker runs tulip.AgentRun without tulip's interceptor: give it tulip.NewPlugin", protocol.ErrPluginMissing, nil))
 		}
 	}
 	if err := r.registerHandlers(ctx); err != nil {
@@ -445,7 +449,7 @@ func (r *run) complete(ctx wf.Context) error {
 func (r *run) makeResult(ctx wf.Context, res RunResult, lines []byte) error {
 	enc, err := encodeResult(res, lines)
 	if err != nil {
-		return r.fail(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the run's result does not encode: %v", err), activities.ErrPayloadTooLarge, nil))
+		return r.fail(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the run's result does not encode: %v", err), protocol.ErrPayloadTooLarge, nil))
 	}
 	if err := r.checkEncoded(ctx, "the run's result", enc); err != nil {
 		return r.fail(ctx, err)
@@ -545,7 +549,7 @@ func (r *run) startFrom(ctx wf.Context) error {
 		return err
 	}
 	if listing != nil {
-		var specs []activities.ToolSpec
+		var specs []protocol.ToolSpec
 		if err := listing.Get(ctx, &specs); err != nil {
 			return err
 		}
@@ -558,7 +562,7 @@ func (r *run) startFrom(ctx wf.Context) error {
 		return err
 	}
 	if r.in.Message != "" {
-		r.addMessage(activities.Message{Role: "user", Content: r.in.Message})
+		r.addMessage(threadstate.Message{Role: "user", Content: r.in.Message})
 	}
 	return nil
 }
@@ -615,7 +619,7 @@ func (r *run) viewAs(encode bool) (RunResult, []byte) {
 // hook): its details are a RunResult with its error and no state, as every
 // failure's are.
 func (r *run) refuse(ctx wf.Context, err error) error {
-	errType, msg := activities.ErrBadInput, err.Error()
+	errType, msg := protocol.ErrBadInput, err.Error()
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		errType, msg = appErr.Type(), appErr.Message()
@@ -645,7 +649,7 @@ func (r *run) fail(ctx wf.Context, cause error) error {
 	// The failure keeps the type and message of the application error
 	// that caused it (a model's openai.Rejected, say), without wrapping
 	// it again: one line, one type.
-	errType, msg := activities.ErrRunFailed, cause.Error()
+	errType, msg := protocol.ErrRunFailed, cause.Error()
 	var appErr *temporal.ApplicationError
 	if errors.As(cause, &appErr) && appErr.Type() != "" {
 		errType, msg = appErr.Type(), appErr.Message()
@@ -690,7 +694,7 @@ func (r *run) checkSize(ctx wf.Context, what string, v any) error {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s does not encode: %v", what, err), activities.ErrPayloadTooLarge, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s does not encode: %v", what, err), protocol.ErrPayloadTooLarge, nil)
 	}
 	return r.checkEncoded(ctx, what, b)
 }
@@ -710,7 +714,7 @@ func (r *run) checkEncoded(ctx wf.Context, what string, b []byte) error {
 	if limit > 0 && len(b) > limit {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s is %s, over the %s payload limit: configure external storage on the client and set the worker's PayloadLimit to -1",
-				what, byteSize(len(b)), byteSize(limit)), activities.ErrPayloadTooLarge, nil)
+				what, byteSize(len(b)), byteSize(limit)), protocol.ErrPayloadTooLarge, nil)
 	}
 	return nil
 }

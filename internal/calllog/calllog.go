@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -284,7 +286,7 @@ func ToolErrorOf(err error) *dedup.ToolError {
 		// tulip.Cancelled.
 		te = &dedup.ToolError{Type: "tulip.Canceled", Message: canceled.Error()}
 	default:
-		te = &dedup.ToolError{Type: activities.ErrToolFailed, Message: err.Error()}
+		te = &dedup.ToolError{Type: protocol.ErrToolFailed, Message: err.Error()}
 	}
 	if n := len(te.Message); n > MaxErrorMessage {
 		cut := MaxErrorMessage

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
@@ -79,6 +81,21 @@ func (tb *Toolbox) count(tool string) int {
 // Tools returns the demo tools.
 func (tb *Toolbox) Tools() []*activities.Tool { return tb.tools }
 
+// Names are the demo tools' names.
+func (tb *Toolbox) Names() []string {
+	var names []string
+	for _, t := range tb.tools {
+		names = append(names, t.Spec().Name)
+	}
+	return names
+}
+
+// Models are the demo's models by name: "demo" plays the scripted refund
+// story, SupportModelName acts on the message's words.
+func Models() map[string]activities.Model {
+	return map[string]activities.Model{"demo": RefundStory().Runs[0].Model(), SupportModelName: SupportModel()}
+}
+
 func schema(props string, required ...string) json.RawMessage {
 	req, _ := json.Marshal(required)
 	if required == nil {
@@ -120,7 +137,7 @@ type orderArgs struct {
 func NewToolbox() *Toolbox {
 	tb := &Toolbox{counts: map[string]int{}}
 	tb.tools = []*activities.Tool{
-		activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true,
+		activities.MustTool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true,
 			// A business key: every agent and every run that refunds this
 			// order and amount reaches billing with the same key.
 			KeyTemplate: "refund:{order_id}:{amount}:v1",
@@ -137,7 +154,7 @@ func NewToolbox() *Toolbox {
 				}
 				return map[string]any{"refund_id": id, "order_id": a.OrderID, "amount": a.Amount}, nil
 			}),
-		activities.MustTool(activities.ToolSpec{Name: "page_oncall", Idempotent: true,
+		activities.MustTool(protocol.ToolSpec{Name: "page_oncall", Idempotent: true,
 			Description: "Page the on-call engineer about a case.",
 			Parameters:  schema(`"case_id":{"type":"string"},"summary":{"type":"string"}`, "case_id", "summary")},
 			func(ctx context.Context, a pageArgs) (map[string]any, error) {
@@ -151,41 +168,41 @@ func NewToolbox() *Toolbox {
 				}
 				return map[string]any{"paged": a.CaseID}, nil
 			}),
-		activities.MustTool(activities.ToolSpec{Name: "deploy_service", Idempotent: true,
+		activities.MustTool(protocol.ToolSpec{Name: "deploy_service", Idempotent: true,
 			Description: "Deploy a service version, optionally as a canary.",
 			Parameters:  schema(`"service":{"type":"string"},"version":{"type":"string"},"canary":{"type":"boolean","default":false}`, "service", "version")},
 			func(ctx context.Context, a deployArgs) (map[string]any, error) {
 				n := tb.count("deploy_service")
 				return map[string]any{"deployment": fmt.Sprintf("dep-%d", n)}, nil
 			}),
-		activities.MustTool(activities.ToolSpec{Name: "audit_append", Idempotent: true,
+		activities.MustTool(protocol.ToolSpec{Name: "audit_append", Idempotent: true,
 			Description: "Append an entry to the audit log.", Parameters: json.RawMessage(`{"type":"object"}`)},
 			func(ctx context.Context, a map[string]any) (map[string]any, error) {
 				n := tb.count("audit_append")
 				return map[string]any{"seq": n}, nil
 			}),
-		activities.MustTool(activities.ToolSpec{Name: "isolate_host", Idempotent: true,
+		activities.MustTool(protocol.ToolSpec{Name: "isolate_host", Idempotent: true,
 			Description: "Isolate a host from the network.",
 			Parameters:  schema(`"host":{"type":"string"}`, "host")},
 			func(ctx context.Context, a hostArgs) (map[string]any, error) {
 				tb.count("isolate_host")
 				return map[string]any{"isolated": a.Host}, nil
 			}),
-		activities.MustTool(activities.ToolSpec{Name: "charge_card", Idempotent: true,
+		activities.MustTool(protocol.ToolSpec{Name: "charge_card", Idempotent: true,
 			Description: "Charge a card.",
 			Parameters:  schema(`"card":{"type":"string"},"amount":{"type":"number"}`, "card", "amount")},
 			func(ctx context.Context, a cardArgs) (map[string]any, error) {
 				tb.count("charge_card")
 				return nil, activities.ToolError("card declined: "+a.Card, "demo.CardDeclined", true)
 			}),
-		activities.MustTool(activities.ToolSpec{Name: "lookup_order",
+		activities.MustTool(protocol.ToolSpec{Name: "lookup_order",
 			Description: "Look up an order's status (read-only).",
 			Parameters:  schema(`"order_id":{"type":"string"}`, "order_id")},
 			func(ctx context.Context, a orderArgs) (map[string]any, error) {
 				tb.count("lookup_order")
 				return map[string]any{"order_id": a.OrderID, "status": "shipped"}, nil
 			}),
-		activities.MustTool(activities.ToolSpec{Name: "mint_case_id",
+		activities.MustTool(protocol.ToolSpec{Name: "mint_case_id",
 			Description: "Mint a new support case id.", Parameters: schema("")},
 			func(ctx context.Context, _ struct{}) (map[string]any, error) {
 				n := tb.count("mint_case_id")

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
@@ -66,11 +68,11 @@ func SupportModel() activities.Model {
 	})
 }
 
-func supportCalls(msg, prefix string) []activities.ToolCall {
-	var calls []activities.ToolCall
+func supportCalls(msg, prefix string) []threadstate.ToolCall {
+	var calls []threadstate.ToolCall
 	add := func(tool string, args map[string]any) {
 		b, _ := json.Marshal(args)
-		calls = append(calls, activities.ToolCall{ID: fmt.Sprintf("%s_%d", prefix, len(calls)+1), Name: tool, Arguments: string(b)})
+		calls = append(calls, threadstate.ToolCall{ID: fmt.Sprintf("%s_%d", prefix, len(calls)+1), Name: tool, Arguments: string(b)})
 	}
 	for _, m := range refundRe.FindAllStringSubmatch(msg, -1) {
 		amount := json.Number("120.0")
@@ -98,7 +100,7 @@ func supportCalls(msg, prefix string) []activities.ToolCall {
 }
 
 // summarize is the answer after the tools: each result, in order.
-func summarize(msgs []activities.Message) string {
+func summarize(msgs []threadstate.Message) string {
 	var parts []string
 	for _, m := range msgs {
 		if m.Role != "tool" {

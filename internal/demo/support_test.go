@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -12,12 +14,12 @@ import (
 
 func TestSupportModel(t *testing.T) {
 	m := SupportModel()
-	ask := func(msgs ...activities.Message) activities.ModelResponse {
+	ask := func(msgs ...threadstate.Message) activities.ModelResponse {
 		resp, err := m.Respond(context.Background(), activities.ModelRequest{Messages: msgs})
 		require.NoError(t, err)
 		return resp
 	}
-	user := func(s string) activities.Message { return activities.Message{Role: "user", Content: s} }
+	user := func(s string) threadstate.Message { return threadstate.Message{Role: "user", Content: s} }
 	resp := ask(user("Please refund ord-4821 and isolate web-1, then page case-9; mint one too"))
 	var names, args []string
 	for _, c := range resp.ToolCalls {
@@ -37,7 +39,7 @@ func TestSupportModel(t *testing.T) {
 	assert.Equal(t, `{"amount":55.5,"order_id":"ord-7"}`, resp.ToolCalls[0].Arguments)
 
 	resp = ask(user("refund ord-7"), activities.AssistantMessage(resp),
-		activities.Message{Role: "tool", ToolCallID: "x", Content: `{"refund_id":"rf-1"}`, Served: true})
+		threadstate.Message{Role: "tool", ToolCallID: "x", Content: `{"refund_id":"rf-1"}`, Served: true})
 	assert.Contains(t, resp.Text, `{"refund_id":"rf-1"} (served from the log`)
 
 	resp = ask(user("hello"))
@@ -45,7 +47,7 @@ func TestSupportModel(t *testing.T) {
 	assert.Contains(t, resp.Text, "refund ord-N")
 
 	// After a resume: the held call's result, then the answer.
-	resp = ask(user("isolate web-1"), activities.Message{Role: "assistant"},
-		activities.Message{Role: "tool", ToolCallID: "c", Content: `{"isolated":"web-1"}`}, user("approved"))
+	resp = ask(user("isolate web-1"), threadstate.Message{Role: "assistant"},
+		threadstate.Message{Role: "tool", ToolCallID: "c", Content: `{"isolated":"web-1"}`}, user("approved"))
 	assert.Equal(t, `Done: {"isolated":"web-1"}`, resp.Text)
 }

@@ -1,7 +1,4 @@
-// Package activities declares the activities of an agent run: tool bodies,
-// the model call and checkpoint loading, with their stable names, payload
-// types and error types.
-package activities
+package protocol
 
 // Stable activity names. Changing one breaks the replay of every history
 // recorded with it.

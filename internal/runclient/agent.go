@@ -10,6 +10,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -19,7 +23,6 @@ import (
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/codec"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -75,11 +78,11 @@ type RunOptions struct {
 	// (after the model's own system prompt).
 	Instructions string
 	// Params are the run's sampling parameters, each sent when set.
-	Params *activities.ModelParams
+	Params *protocol.ModelParams
 	// ClientTools are tools the caller runs (agentrun.RunInput.ClientTools):
 	// a call the log does not serve interrupts the run (hook
 	// agentrun.ClientToolsHook) until a resume brings its result.
-	ClientTools []activities.ToolSpec
+	ClientTools []protocol.ToolSpec
 	// ClientTimeout is agentrun.RunInput.ClientTimeout.
 	ClientTimeout time.Duration
 	// Fork makes the run a fork (Fork builds it): ThreadID must be a new
@@ -114,7 +117,7 @@ type RunFailedError struct {
 	Err    error
 }
 
-// Type is the failure's stable type (activities.ErrMaxTurns, ...), or ""
+// Type is the failure's stable type (protocol.ErrMaxTurns, ...), or ""
 // when the run closed without one (terminated, timed out, cancelled).
 func (e *RunFailedError) Type() string {
 	var app *temporal.ApplicationError
@@ -431,7 +434,7 @@ func State(ctx context.Context, c client.Client, h Handle) (*agentrun.RunResult,
 
 // Resume answers the run's interrupt by update. A resume with nothing to
 // resume fails: the update's validator refuses it while the run is open
-// (ApplicationError type activities.ErrNotInterrupted, or ErrStaleInterrupt
+// (ApplicationError type protocol.ErrNotInterrupted, or ErrStaleInterrupt
 // for an old interrupt id), and a closed run gives *NotInterruptedError.
 // A resume delivered twice for the same interrupt takes effect once. The
 // update goes to the workflow's newest run.
@@ -610,7 +613,7 @@ func ThreadLog(ctx context.Context, c client.Client, threadID, agent string) ([]
 
 // LogOf is the execution log agent ("": the default one) left in a
 // thread's state (none: empty).
-func LogOf(cp *activities.Checkpoint, agent string) ([]dedup.Record, error) {
+func LogOf(cp *threadstate.Checkpoint, agent string) ([]dedup.Record, error) {
 	if agent == "" {
 		agent = agentrun.DefaultAgent
 	}
@@ -631,19 +634,19 @@ func LogOf(cp *activities.Checkpoint, agent string) ([]dedup.Record, error) {
 // log), in full: the open run's, or what the next run on the thread would
 // load, with what it holds by reference read from the runs that hold it.
 
-func Thread(ctx context.Context, c client.Client, threadID string) (*activities.Checkpoint, error) {
+func Thread(ctx context.Context, c client.Client, threadID string) (*threadstate.Checkpoint, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, threadID, "")
 	if err != nil {
 		return nil, fmt.Errorf("agent: thread %q: %w", threadID, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	var cp *activities.Checkpoint
+	var cp *threadstate.Checkpoint
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		v, err := c.QueryWorkflow(ctx, threadID, info.GetExecution().GetRunId(), agentrun.QueryThread)
 		if err != nil {
 			return nil, err
 		}
-		cp = &activities.Checkpoint{}
+		cp = &threadstate.Checkpoint{}
 		if err := v.Get(cp); err != nil {
 			return nil, err
 		}
@@ -652,17 +655,17 @@ func Thread(ctx context.Context, c client.Client, threadID string) (*activities.
 		}
 	} else {
 		// The current run is the newest: no listing, no lag.
-		cp, err = activities.TemporalCheckpointer{Client: c}.Load(ctx,
-			activities.ThreadRef{ThreadID: threadID, PreviousRunID: info.GetExecution().GetRunId()})
+		cp, err = threadstate.TemporalCheckpointer{Client: c}.Load(ctx,
+			threadstate.ThreadRef{ThreadID: threadID, PreviousRunID: info.GetExecution().GetRunId()})
 		if err != nil {
 			return nil, err
 		}
 	}
-	full, err := activities.ResolveCheckpoint(ctx, c, threadID, cp)
+	full, err := threadstate.ResolveCheckpoint(ctx, c, threadID, cp)
 	if err != nil || full == nil {
 		return full, err
 	}
-	return full, activities.ResolveContent(full.Messages)
+	return full, threadstate.ResolveContent(full.Messages)
 }
 
 // Kind is the error's tulip kind (tulip.KindOf reads it).

@@ -7,10 +7,11 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip"
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -39,7 +40,7 @@ func Fork(ctx context.Context, c client.Client, thread, agent string, at int, li
 }
 
 // Responses counts a conversation's model responses.
-func Responses(msgs []activities.Message) int {
+func Responses(msgs []threadstate.Message) int {
 	n := 0
 	for _, m := range msgs {
 		if m.Role == "assistant" {
@@ -51,7 +52,7 @@ func Responses(msgs []activities.Message) int {
 
 // ForkOf is Fork of a thread state read already (in full: its messages'
 // content filled in, as Thread returns it).
-func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) (*agentrun.ForkInput, error) {
+func ForkOf(cp *threadstate.Checkpoint, thread, agent string, at int, live bool) (*agentrun.ForkInput, error) {
 	if agent == "" {
 		agent = agentrun.DefaultAgent
 	}
@@ -124,13 +125,13 @@ func ForkOf(cp *activities.Checkpoint, thread, agent string, at int, live bool) 
 		return nil, err
 	}
 	msgs := slices.Clone(cp.Messages[:cut])
-	state := &activities.Checkpoint{Agents: map[string]json.RawMessage{agent: keptSnap}, Messages: msgs,
-		Fork: &activities.ForkOf{Thread: thread, At: at, Live: live}}
+	state := &threadstate.Checkpoint{Agents: map[string]json.RawMessage{agent: keptSnap}, Messages: msgs,
+		Fork: &threadstate.ForkOf{Thread: thread, At: at, Live: live}}
 	return &agentrun.ForkInput{Thread: thread, At: at, State: state, Origin: originSnap, Live: live}, nil
 }
 
 // restoreOf is agent's log in cp, or nil.
-func restoreOf(cp *activities.Checkpoint, agent string) (*dedup.Log, error) {
+func restoreOf(cp *threadstate.Checkpoint, agent string) (*dedup.Log, error) {
 	if cp.Agents[agent] == nil {
 		return nil, nil
 	}
@@ -141,7 +142,7 @@ func restoreOf(cp *activities.Checkpoint, agent string) (*dedup.Log, error) {
 // thread (its state in full), as records numbered from seq on: calls that
 // ran outside the execution log (docs/rules.md), which a fork serves as it
 // serves the log's (docs/forks.md).
-func PerformedRecords(cp *activities.Checkpoint, agent string, seq int) []dedup.Record {
+func PerformedRecords(cp *threadstate.Checkpoint, agent string, seq int) []dedup.Record {
 	if agent == "" {
 		agent = agentrun.DefaultAgent
 	}

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"go.temporal.io/sdk/client"
 
-	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 )
@@ -70,7 +71,7 @@ func Trace(ctx context.Context, c client.Client, h Handle, res *agentrun.RunResu
 func fetchTrace(ctx context.Context, c client.Client, workflowID, runID string, from, to int) ([]agentrun.TraceLine, error) {
 	var out []agentrun.TraceLine
 	for from < to {
-		v, err := c.QueryWorkflow(ctx, workflowID, runID, agentrun.QueryPage, activities.PageRequest{Kind: activities.PageTrace, From: from, To: to})
+		v, err := c.QueryWorkflow(ctx, workflowID, runID, agentrun.QueryPage, threadstate.PageRequest{Kind: threadstate.PageTrace, From: from, To: to})
 		if err != nil {
 			return nil, fmt.Errorf("agent: reading the trace of run %s: %w", runID, err)
 		}
@@ -106,7 +107,7 @@ func (m *messageReader) content(ctx context.Context, h Handle, i int) (string, e
 	if s, ok := m.have[i]; ok {
 		return s, nil
 	}
-	msgs, err := activities.FetchMessages(ctx, m.c, h.WorkflowID, h.RunID, i, i+1)
+	msgs, err := threadstate.FetchMessages(ctx, m.c, h.WorkflowID, h.RunID, i, i+1)
 	if err != nil {
 		return "", err
 	}
@@ -132,7 +133,7 @@ func resolveRecords(ctx context.Context, c client.Client, h Handle, agent string
 		thin++
 	}
 	if thin > 0 {
-		full, err := activities.FetchRecords(ctx, c, h.WorkflowID, h.RunID, agent, 0, thin)
+		full, err := threadstate.FetchRecords(ctx, c, h.WorkflowID, h.RunID, agent, 0, thin)
 		if err != nil {
 			return nil, err
 		}

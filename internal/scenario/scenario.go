@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
@@ -29,10 +31,10 @@ type Run struct {
 
 // Turn is one scripted model response.
 type Turn struct {
-	ToolCalls    []activities.ToolCall `json:"tool_calls,omitempty"`
-	Text         *string               `json:"text,omitempty"`
-	InstallHooks []string              `json:"install_hooks,omitempty"`
-	RemoveHooks  []string              `json:"remove_hooks,omitempty"`
+	ToolCalls    []threadstate.ToolCall `json:"tool_calls,omitempty"`
+	Text         *string                `json:"text,omitempty"`
+	InstallHooks []string               `json:"install_hooks,omitempty"`
+	RemoveHooks  []string               `json:"remove_hooks,omitempty"`
 }
 
 // TurnCount is the number of scripted model responses of the run, resumed

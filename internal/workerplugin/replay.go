@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/proxy"
@@ -312,7 +314,7 @@ func explain(hist *historypb.History, code []call, dc converter.DataConverter) s
 	var want []scheduled
 	for _, e := range hist.GetEvents() {
 		a := e.GetActivityTaskScheduledEventAttributes()
-		if a == nil || !strings.HasPrefix(a.GetActivityType().GetName(), activities.ToolActivityPrefix) {
+		if a == nil || !strings.HasPrefix(a.GetActivityType().GetName(), protocol.ToolActivityPrefix) {
 			continue
 		}
 		s := scheduled{event: e.GetEventId(), activity: a.GetActivityType().GetName()}
@@ -343,7 +345,7 @@ func explain(hist *historypb.History, code []call, dc converter.DataConverter) s
 			continue
 		case i < len(ran) && !inHistory[ran[i].callID]:
 			c := ran[i]
-			tool := strings.TrimPrefix(c.activity, activities.ToolActivityPrefix)
+			tool := strings.TrimPrefix(c.activity, protocol.ToolActivityPrefix)
 			return fmt.Sprintf("this worker's code schedules %s (call %s), which the history serves from the log instead: was %s idempotent when the history was recorded? (likely: its Idempotent flag changed)",
 				c.activity, c.callID, tool)
 		case i < len(want) && i < len(ran):
@@ -351,7 +353,7 @@ func explain(hist *historypb.History, code []call, dc converter.DataConverter) s
 				want[i].event, want[i].activity, want[i].callID, ran[i].activity, ran[i].callID)
 		case i < len(want):
 			w := want[i]
-			tool := strings.TrimPrefix(w.activity, activities.ToolActivityPrefix)
+			tool := strings.TrimPrefix(w.activity, protocol.ToolActivityPrefix)
 			if s, ok := served[w.callID]; ok {
 				return fmt.Sprintf("event %d schedules %s (call %s), but this worker's code served the call from the log (record %d): was %s idempotent when the history was recorded? (likely: its Idempotent flag changed, or a hook now rewrites its arguments)",
 					w.event, w.activity, w.callID, s.servedFrom, tool)
@@ -360,7 +362,7 @@ func explain(hist *historypb.History, code []call, dc converter.DataConverter) s
 				w.event, w.activity, w.callID, tool)
 		default:
 			c := ran[i]
-			tool := strings.TrimPrefix(c.activity, activities.ToolActivityPrefix)
+			tool := strings.TrimPrefix(c.activity, protocol.ToolActivityPrefix)
 			return fmt.Sprintf("this worker's code schedules %s (call %s), which the history serves from the log instead: was %s idempotent when the history was recorded? (likely: its Idempotent flag changed)",
 				c.activity, c.callID, tool)
 		}

@@ -15,6 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -31,6 +35,26 @@ import (
 // PluginName is the plugin's name.
 const PluginName = "tulip"
 
+// PublicModels are models of package tulip's Model interface, by name, as
+// a worker's (Options.Models).
+func PublicModels(models map[string]any) map[string]activities.Model {
+	out := make(map[string]activities.Model, len(models))
+	for name, m := range models {
+		out[name] = activities.PublicModel(m)
+	}
+	return out
+}
+
+// PublicToolsets are toolsets of package tulip's Toolset interface as a
+// worker's (Options.Toolsets).
+func PublicToolsets[T any](toolsets []T) []activities.Toolset {
+	var out []activities.Toolset
+	for _, ts := range toolsets {
+		out = append(out, activities.PublicToolset(ts))
+	}
+	return out
+}
+
 // Options configure tulip on a worker. The zero value registers the workflow
 // with no tools, hooks or models.
 type Options struct {
@@ -46,12 +70,12 @@ type Options struct {
 	// Models by name, for RunInput.Model.
 	Models map[string]activities.Model
 	// Checkpointer loads and saves thread checkpoints. Zero value (nil):
-	// activities.TemporalCheckpointer, which needs nothing but Temporal;
+	// threadstate.TemporalCheckpointer, which needs nothing but Temporal;
 	// its threads last as long as the namespace keeps their runs'
 	// histories. To keep threads past the namespace's retention, give it
-	// a thread store: activities.TemporalCheckpointer{Store: ...}
+	// a thread store: threadstate.TemporalCheckpointer{Store: ...}
 	// (docs/threads.md).
-	Checkpointer activities.Checkpointer
+	Checkpointer threadstate.Checkpointer
 	// Conversation chooses what a model is shown of the thread's
 	// conversation (for example activities.LastTurns(10)). It never
 	// changes what the logs hold or how calls match. Zero value:
@@ -154,10 +178,10 @@ func Register(r Registry, opts Options) error {
 		}
 		ar.RegisterActivityWithOptions(activities.LimitResult(t.Spec().Name, limit, t.Activity()), activity.RegisterOptions{Name: t.ActivityName()})
 		if check := t.CheckActivity(); check != nil {
-			ar.RegisterActivityWithOptions(check, activity.RegisterOptions{Name: activities.CheckActivityName(t.Spec().Name)})
+			ar.RegisterActivityWithOptions(check, activity.RegisterOptions{Name: protocol.CheckActivityName(t.Spec().Name)})
 		}
 	}
-	var specs []activities.ToolSpec
+	var specs []protocol.ToolSpec
 	for _, t := range opts.Tools {
 		specs = append(specs, t.Spec())
 	}
@@ -174,42 +198,42 @@ func Register(r Registry, opts Options) error {
 		for _, s := range specs {
 			ts.GoTools = append(ts.GoTools, s.Name)
 		}
-		ar.RegisterActivityWithOptions(ts.List, activity.RegisterOptions{Name: activities.ListToolsActivity})
+		ar.RegisterActivityWithOptions(ts.List, activity.RegisterOptions{Name: protocol.ListToolsActivity})
 		dr, ok := r.(DynamicActivityRegistry)
 		if !ok {
 			return errors.New("tulip: toolsets need a registry that registers dynamic activities (a worker)")
 		}
 		dr.RegisterDynamicActivity(ts.Dispatch, activity.DynamicRegisterOptions{})
 	}
-	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: activities.ModelActivity})
+	ar.RegisterActivityWithOptions(models.Respond, activity.RegisterOptions{Name: protocol.ModelActivity})
 	ar.RegisterActivityWithOptions(models.Summarize, activity.RegisterOptions{Name: activities.SummarizeActivity})
 	cp := activities.Checkpoints{Checkpointer: opts.Checkpointer, Custom: store != nil || customCheckpointer(opts.Checkpointer), Store: store}
 	if cp.Checkpointer == nil {
-		cp.Checkpointer = activities.TemporalCheckpointer{}
+		cp.Checkpointer = threadstate.TemporalCheckpointer{}
 	}
-	ar.RegisterActivityWithOptions(cp.Load, activity.RegisterOptions{Name: activities.LoadCheckpointActivity})
-	ar.RegisterActivityWithOptions(cp.Save, activity.RegisterOptions{Name: activities.SaveCheckpointActivity})
-	ar.RegisterActivityWithOptions(cp.LoadThread, activity.RegisterOptions{Name: activities.LoadThreadActivity})
-	ar.RegisterActivityWithOptions(cp.SaveThread, activity.RegisterOptions{Name: activities.SaveThreadActivity})
+	ar.RegisterActivityWithOptions(cp.Load, activity.RegisterOptions{Name: protocol.LoadCheckpointActivity})
+	ar.RegisterActivityWithOptions(cp.Save, activity.RegisterOptions{Name: protocol.SaveCheckpointActivity})
+	ar.RegisterActivityWithOptions(cp.LoadThread, activity.RegisterOptions{Name: protocol.LoadThreadActivity})
+	ar.RegisterActivityWithOptions(cp.SaveThread, activity.RegisterOptions{Name: protocol.SaveThreadActivity})
 	return nil
 }
 
 // customCheckpointer: the worker keeps thread states outside Temporal
 // only.
-func customCheckpointer(c activities.Checkpointer) bool {
+func customCheckpointer(c threadstate.Checkpointer) bool {
 	switch c.(type) {
-	case nil, activities.TemporalCheckpointer, *activities.TemporalCheckpointer:
+	case nil, threadstate.TemporalCheckpointer, *threadstate.TemporalCheckpointer:
 		return false
 	}
 	return true
 }
 
 // threadStore is the thread store of c, a TemporalCheckpointer (nil: none).
-func threadStore(c activities.Checkpointer) activities.Checkpointer {
+func threadStore(c threadstate.Checkpointer) threadstate.Checkpointer {
 	switch t := c.(type) {
-	case activities.TemporalCheckpointer:
+	case threadstate.TemporalCheckpointer:
 		return t.Store
-	case *activities.TemporalCheckpointer:
+	case *threadstate.TemporalCheckpointer:
 		if t != nil {
 			return t.Store
 		}

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -52,9 +54,9 @@ func quiet() sdklog.Logger {
 // answer: n executed calls (one after another with SequentialCalls),
 // nothing served.
 func sequentialRun(n int) scenario.Run {
-	calls := make([]activities.ToolCall, n)
+	calls := make([]threadstate.ToolCall, n)
 	for i := range calls {
-		calls[i] = activities.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "issue_refund",
+		calls[i] = threadstate.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "issue_refund",
 			Arguments: fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, i)}
 	}
 	done := "done"
@@ -102,7 +104,7 @@ func record(b *testing.B, srv *devserver.Server, run scenario.Run, sequential bo
 // compare tulip against.
 func plainAgent(ctx wf.Context, n int) (int, error) {
 	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
-	var calls []activities.ToolCall
+	var calls []threadstate.ToolCall
 	if err := wf.ExecuteActivity(ao, "plain.Model", 1, n, nil).Get(ctx, &calls); err != nil {
 		return 0, err
 	}
@@ -110,19 +112,19 @@ func plainAgent(ctx wf.Context, n int) (int, error) {
 	for i, c := range calls {
 		futures[i] = wf.ExecuteActivity(ao, plainsdk.ToolActivity, c.Name, c.Arguments)
 	}
-	results := make([]activities.Message, len(calls))
+	results := make([]threadstate.Message, len(calls))
 	for i, f := range futures {
 		var out json.RawMessage
 		if err := f.Get(ctx, &out); err != nil {
 			return 0, err
 		}
-		results[i] = activities.Message{Role: "tool", ToolCallID: calls[i].ID, Content: string(out)}
+		results[i] = threadstate.Message{Role: "tool", ToolCallID: calls[i].ID, Content: string(out)}
 	}
-	var none []activities.ToolCall
+	var none []threadstate.ToolCall
 	return len(calls), wf.ExecuteActivity(ao, "plain.Model", 2, n, results).Get(ctx, &none)
 }
 
-func plainModel(_ context.Context, turn, n int, _ []activities.Message) ([]activities.ToolCall, error) {
+func plainModel(_ context.Context, turn, n int, _ []threadstate.Message) ([]threadstate.ToolCall, error) {
 	if turn > 1 {
 		return nil, nil
 	}

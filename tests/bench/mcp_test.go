@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -54,9 +58,9 @@ func inProcessMCP() mcp.Server {
 // echoRun is one response of n distinct calls of tool, run one after
 // another, then a final answer.
 func echoRun(tool string, n int) scenario.Run {
-	calls := make([]activities.ToolCall, n)
+	calls := make([]threadstate.ToolCall, n)
 	for i := range calls {
-		calls[i] = activities.ToolCall{ID: fmt.Sprintf("c%d", i), Name: tool, Arguments: fmt.Sprintf(`{"text": "t%d"}`, i)}
+		calls[i] = threadstate.ToolCall{ID: fmt.Sprintf("c%d", i), Name: tool, Arguments: fmt.Sprintf(`{"text": "t%d"}`, i)}
 	}
 	done := "done"
 	return scenario.Run{Turns: []scenario.Turn{{ToolCalls: calls}, {Text: &done}}}
@@ -89,7 +93,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet()})
 	require.NoError(b, err)
 	defer c.Close()
-	goEcho := activities.MustTool(activities.ToolSpec{Name: "go_echo", Idempotent: true}, echo)
+	goEcho := activities.MustTool(protocol.ToolSpec{Name: "go_echo", Idempotent: true}, echo)
 	const n = 50
 	tq := fmt.Sprintf("bench-mcp-%d", time.Now().UnixNano())
 	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{goEcho}, Toolsets: []activities.Toolset{activities.PublicToolset(set.Toolsets()[0])},
@@ -111,7 +115,7 @@ func BenchmarkMCPCall(b *testing.B) {
 			require.NoError(b, err)
 			hist.Events = append(hist.Events, ev)
 		}
-		require.Equal(b, 1, countActivities(hist, activities.ListToolsActivity), "the tool list is read once per run")
+		require.Equal(b, 1, countActivities(hist, protocol.ListToolsActivity), "the tool list is read once per run")
 		return hist
 	}
 	run("go")

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -39,9 +43,9 @@ func turnsRun(turns int, tool string) scenario.Run {
 // sameCallRun is one response of n identical refunds: the first runs, the
 // rest are served from the log.
 func sameCallRun(n int) scenario.Run {
-	calls := make([]activities.ToolCall, n)
+	calls := make([]threadstate.ToolCall, n)
 	for i := range calls {
-		calls[i] = activities.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "issue_refund", Arguments: `{"order_id": "ord-1", "amount": 120.0}`}
+		calls[i] = threadstate.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "issue_refund", Arguments: `{"order_id": "ord-1", "amount": 120.0}`}
 	}
 	done := "done"
 	return scenario.Run{Turns: []scenario.Turn{{ToolCalls: calls}, {Text: &done}}}
@@ -63,7 +67,7 @@ func newPerfEnv(b *testing.B, models map[string]activities.Model, workerOpts sdk
 	b.Cleanup(c.Close)
 	e := &perfEnv{c: c, tq: fmt.Sprintf("bench-tulip-%d", time.Now().UnixNano()), ptq: fmt.Sprintf("bench-plain-%d", time.Now().UnixNano())}
 	// refund_local: plain.Tool's body as a tool declared Local.
-	local, err := activities.NewTool(activities.ToolSpec{Name: "refund_local", Idempotent: true, Local: true},
+	local, err := activities.NewTool(protocol.ToolSpec{Name: "refund_local", Idempotent: true, Local: true},
 		func(ctx context.Context, args map[string]any) (map[string]any, error) {
 			args["refund_id"] = "rf-1"
 			return args, nil
@@ -121,7 +125,7 @@ func medianTurnGap(hist *historypb.History) time.Duration {
 	for _, e := range hist.Events {
 		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
 			name := a.GetActivityType().GetName()
-			model[e.GetEventId()] = name == activities.ModelActivity || name == plainsdk.ModelActivity
+			model[e.GetEventId()] = name == protocol.ModelActivity || name == plainsdk.ModelActivity
 		}
 		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && model[a.GetScheduledEventId()] {
 			done = append(done, e.GetEventTime().AsTime())

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -32,7 +34,7 @@ func chattyRun(n int) scenario.Run {
 	var turns []scenario.Turn
 	for i := range n {
 		text := fmt.Sprintf("Turn %d: ", i) + strings.Repeat("refunding the order now, ", 10)
-		turns = append(turns, scenario.Turn{Text: &text, ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", i), Name: "issue_refund",
+		turns = append(turns, scenario.Turn{Text: &text, ToolCalls: []threadstate.ToolCall{{ID: fmt.Sprintf("c%d", i), Name: "issue_refund",
 			Arguments: fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, i)}}})
 	}
 	done := "All " + fmt.Sprint(n) + " refunds are done."

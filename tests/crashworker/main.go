@@ -18,6 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkinterceptor "go.temporal.io/sdk/interceptor"
@@ -120,7 +124,7 @@ type crashOutbound struct {
 }
 
 func (o *crashOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	if activityType == activities.ModelActivity && !workflow.IsReplaying(ctx) && len(args) == 1 {
+	if activityType == protocol.ModelActivity && !workflow.IsReplaying(ctx) && len(args) == 1 {
 		if req, ok := args[0].(activities.ModelInput); ok && req.Turn == 2 {
 			crash(AfterCompletion)
 		}
@@ -154,7 +158,7 @@ func run(address, taskQueue, billingURL string) error {
 	bill := billing.Client{BaseURL: billingURL}
 	refundOpts := activities.ToolOptions{StartToCloseTimeout: 2 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 20}}
-	if *onUnknown == activities.OnUnknownCheck {
+	if *onUnknown == protocol.OnUnknownCheck {
 		refundOpts.Check = func(ctx context.Context, in activities.ToolInput) (json.RawMessage, bool, error) {
 			rc, ok, err := bill.Lookup(ctx, in.IdempotencyKey)
 			if err != nil || !ok {
@@ -164,7 +168,7 @@ func run(address, taskQueue, billingURL string) error {
 			return b, true, err
 		}
 	}
-	refund := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Idempotent: true, KeyTemplate: "refund:{order_id}:{amount}:v1", OnUnknown: *onUnknown},
+	refund := activities.MustTool(protocol.ToolSpec{Name: "issue_refund", Idempotent: true, KeyTemplate: "refund:{order_id}:{amount}:v1", OnUnknown: *onUnknown},
 		func(ctx context.Context, a refundArgs) (billing.Receipt, error) {
 			crash(BeforeBilling)
 			rc, err := bill.Refund(ctx, a.OrderID, a.Amount)
@@ -177,7 +181,7 @@ func run(address, taskQueue, billingURL string) error {
 		refundOpts)
 	// report_case has the default tool options: a minute to run, and a
 	// heartbeat timeout (tulip heartbeats for it).
-	report := activities.MustTool(activities.ToolSpec{Name: "report_case", Idempotent: true},
+	report := activities.MustTool(protocol.ToolSpec{Name: "report_case", Idempotent: true},
 		func(ctx context.Context, a struct {
 			Case string `json:"case"`
 		}) (map[string]string, error) {
@@ -192,7 +196,7 @@ func run(address, taskQueue, billingURL string) error {
 		event(ctx, "model")
 		if req.Turn == 1 {
 			hang("model")
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "c1", Name: "report_case", Arguments: `{"case": "case-1"}`}}}, nil
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "c1", Name: "report_case", Arguments: `{"case": "case-1"}`}}}, nil
 		}
 		return activities.ModelResponse{Text: "reported"}, nil
 	})
@@ -200,7 +204,7 @@ func run(address, taskQueue, billingURL string) error {
 	model := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		if req.Turn == 1 {
 			args, _ := json.Marshal(map[string]any{"order_id": req.Messages[0].Content, "amount": json.Number("120.0")})
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "c1", Name: "issue_refund", Arguments: string(args)}}}, nil
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "c1", Name: "issue_refund", Arguments: string(args)}}}, nil
 		}
 		return activities.ModelResponse{Text: "refunded"}, nil
 	})

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -164,7 +166,7 @@ func budgetThreadErr(t testing.TB, turns, budget int, known bool) (*budgetModel,
 	t.Cleanup(bill.Close)
 	tb := demo.NewToolbox()
 	tb.UseBilling(billing.Client{BaseURL: bill.URL()})
-	page := activities.MustTool(activities.ToolSpec{Name: "fetch_page", Idempotent: true,
+	page := activities.MustTool(protocol.ToolSpec{Name: "fetch_page", Idempotent: true,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"page":{"type":"integer"}}}`)},
 		func(_ context.Context, a struct {
 			Page int `json:"page"`

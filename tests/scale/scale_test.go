@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -88,7 +92,7 @@ func padded(turns, size int) activities.Model {
 		if req.Turn > turns {
 			return activities.ModelResponse{Text: "done"}, nil
 		}
-		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: "audit_append",
+		return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: "audit_append",
 			Arguments: fmt.Sprintf(`{"turn": %d, "pad": "%s"}`, req.Turn, pad)}}}, nil
 	})
 }
@@ -121,7 +125,7 @@ func turnBytes(hs []*historypb.History) (perTurn []int, total int) {
 	perTurn = []int{0}
 	for _, h := range hs {
 		for _, ev := range h.Events {
-			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activities.ModelActivity {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == protocol.ModelActivity {
 				perTurn = append(perTurn, 0)
 			}
 			n := proto.Size(ev)
@@ -175,7 +179,7 @@ func longRun(t testing.TB, turns, size int, o longRunOptions) longRunStats {
 		if req.Turn > 1 {
 			return activities.ModelResponse{Text: "done"}, nil
 		}
-		return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "again", Name: "audit_append",
+		return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "again", Name: "audit_append",
 			Arguments: fmt.Sprintf(`{"turn": %d, "pad": "%s"}`, turns/2, strings.Repeat("x", size))}}}, nil
 	})
 	c, tq, tb := setup(t, store, o.keys, map[string]activities.Model{"m": padded(turns, size), "again": again})

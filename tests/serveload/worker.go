@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -97,7 +99,7 @@ func brokenRefund(tools []*activities.Tool, billingURL string) []*activities.Too
 		OrderID string      `json:"order_id"`
 		Amount  json.Number `json:"amount"`
 	}
-	broken := activities.MustTool(activities.ToolSpec{Name: "issue_refund", Description: "Refund an order (control: not idempotent).",
+	broken := activities.MustTool(protocol.ToolSpec{Name: "issue_refund", Description: "Refund an order (control: not idempotent).",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"},"amount":{"type":"number"}},"required":["order_id","amount"]}`)},
 		func(ctx context.Context, a refundArgs) (billing.Receipt, error) {
 			body, _ := json.Marshal(billing.RefundRequest{OrderID: a.OrderID, Amount: a.Amount})

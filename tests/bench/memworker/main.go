@@ -22,6 +22,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
+
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -67,7 +71,7 @@ func run(address, tq string, turns, cache int) error {
 	}
 	defer c.Close()
 
-	tool, err := activities.NewTool(activities.ToolSpec{Name: plainsdk.RefundTool, Idempotent: true},
+	tool, err := activities.NewTool(protocol.ToolSpec{Name: plainsdk.RefundTool, Idempotent: true},
 		func(ctx context.Context, a map[string]any) (map[string]any, error) {
 			a["refund_id"] = "rf-1"
 			return a, nil
@@ -75,7 +79,7 @@ func run(address, tq string, turns, cache int) error {
 	if err != nil {
 		return err
 	}
-	held, err := activities.NewTool(activities.ToolSpec{Name: heldTool},
+	held, err := activities.NewTool(protocol.ToolSpec{Name: heldTool},
 		func(ctx context.Context, a map[string]any) (map[string]any, error) { return a, nil })
 	if err != nil {
 		return err
@@ -83,9 +87,9 @@ func run(address, tq string, turns, cache int) error {
 	model := activities.ModelFunc(func(_ context.Context, req activities.ModelRequest) (activities.ModelResponse, error) {
 		switch {
 		case req.Turn <= turns:
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: plainsdk.RefundTool, Arguments: plainsdk.Args(req.Turn)}}}, nil
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: fmt.Sprintf("c%d", req.Turn), Name: plainsdk.RefundTool, Arguments: plainsdk.Args(req.Turn)}}}, nil
 		case req.Turn == turns+1:
-			return activities.ModelResponse{ToolCalls: []activities.ToolCall{{ID: "held", Name: heldTool, Arguments: `{}`}}}, nil
+			return activities.ModelResponse{ToolCalls: []threadstate.ToolCall{{ID: "held", Name: heldTool, Arguments: `{}`}}}, nil
 		}
 		return activities.ModelResponse{Text: "done"}, nil
 	})

@@ -13,11 +13,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	"go.temporal.io/sdk/activity"
 	sdkworker "go.temporal.io/sdk/worker"
 	wf "go.temporal.io/sdk/workflow"
-
-	"github.com/tulip-temporal/tulip/internal/activities"
 )
 
 // Names the loop registers and answers to.
@@ -44,11 +44,11 @@ func Register(r sdkworker.Registry) {
 func Args(k int) string { return fmt.Sprintf(`{"order_id": "ord-%d", "amount": 120.0}`, k) }
 
 // TurnModel answers turn k of a run of turns: one refund, then nothing.
-func TurnModel(_ context.Context, turn, turns int) ([]activities.ToolCall, error) {
+func TurnModel(_ context.Context, turn, turns int) ([]threadstate.ToolCall, error) {
 	if turn > turns {
 		return nil, nil
 	}
-	return []activities.ToolCall{{ID: fmt.Sprintf("c%d", turn), Name: RefundTool, Arguments: Args(turn)}}, nil
+	return []threadstate.ToolCall{{ID: fmt.Sprintf("c%d", turn), Name: RefundTool, Arguments: Args(turn)}}, nil
 }
 
 // Tool is the refund's body: its arguments and a refund id.
@@ -91,7 +91,7 @@ func Held(ctx wf.Context, turns int) (int, error) {
 func loop(ctx wf.Context, turns int, got func(turn int, out json.RawMessage)) (int, error) {
 	ao := wf.WithActivityOptions(ctx, wf.ActivityOptions{StartToCloseTimeout: time.Minute})
 	for turn := 1; ; turn++ {
-		var calls []activities.ToolCall
+		var calls []threadstate.ToolCall
 		if err := wf.ExecuteActivity(ao, ModelActivity, turn, turns).Get(ctx, &calls); err != nil {
 			return 0, err
 		}

@@ -1,4 +1,4 @@
-package activities
+package threadstore
 
 import (
 	"context"
@@ -13,14 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/tulip-temporal/tulip/internal/dedup"
 )
 
 // A thread outlives the retention of its runs (docs/threads.md). Its state
@@ -31,105 +29,15 @@ import (
 // has a head), or the state they left names runs that are gone. Without a
 // store such a load fails with ErrThreadLost; it never starts empty.
 
-// ErrThreadLost: the thread's state is gone. A run it names (the newest,
-// or one that holds part of its state) was deleted, by the namespace's
-// retention or by hand, and no thread store keeps the thread. The run
-// fails at its start, non-retryable, instead of starting with an empty log
-// (which would run an idempotent refund again).
-const ErrThreadLost = "tulip.ThreadLost"
-
-// threadLost is the ErrThreadLost failure for a thread whose run is gone.
-func threadLost(threadID, runID string) error {
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("thread %s lost its state: run %s, which holds it, was deleted (the namespace's retention?) and no thread store keeps the thread", threadID, runID),
-		ErrThreadLost, nil)
-}
-
-// goneRun is a run that a thread load needed and found deleted.
-type goneRun struct{ run string }
-
-func (g *goneRun) Error() string { return "run " + g.run + " was deleted" }
-
-// missingRun returns a run that cp names and that no longer exists, or ""
-// when none is missing. Retention deletes a thread's runs oldest first, so
-// it asks only for the oldest run of each kind cp names: the first run
-// holding part of its conversation, and the holder of its first record
-// held elsewhere. (A run deleted by hand in the middle of a thread is
-// found later, when its content is read: from the thread store, or with
-// ErrThreadLost.)
-func missingRun(ctx context.Context, c client.Client, threadID string, cp *Checkpoint) (string, error) {
-	var runs []string
-	if cv := cp.Conversation; cv != nil && len(cv.Parts) > 0 {
-		runs = append(runs, cv.Parts[0].Run)
-	}
-	for _, snap := range cp.Agents {
-		l, err := dedup.Restore(snap)
-		if err != nil {
-			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("thread %s: %v", threadID, err), ErrCheckpoint, nil)
-		}
-		for _, r := range l.Records() {
-			if r.Thin() || r.ResultIn != nil {
-				runs = append(runs, r.HeldBy())
-				break
-			}
-		}
-	}
-	seen := map[string]bool{cp.Run: true, "": true} // cp.Run was read just now
-	for _, run := range runs {
-		if seen[run] {
-			continue
-		}
-		seen[run] = true
-		if _, err := c.DescribeWorkflowExecution(ctx, threadID, run); deleted(err) {
-			return run, nil
-		} else if err != nil {
-			return "", fmt.Errorf("thread %s: reading run %s: %w", threadID, run, err)
-		}
-	}
-	return "", nil
-}
-
-// EntryError is a thread store's entry that cannot be read: its bytes are
-// corrupt (truncated, not what the store writes), or it is encrypted with a
-// key the store's codec lacks (Err is then a *codec.KeyError naming it).
-// A store returns it, from Load and from Save's read, for an entry it will
-// never read however often it tries; an I/O error or an unavailable
-// service is another error (retried).
-//
-// The runtime never lets one bad entry wedge a thread: a load that needs
-// the entry (history no longer holds the state) fails at once with
-// ThreadLost naming Entry and the cause, and a store's Save moves the
-// entry aside (it is never deleted) and writes the run's state, which
-// history holds, fresh.
-type EntryError struct {
-	Thread string // the thread
-	Entry  string // where the entry is: a file, an object key
-	Err    error  // why it cannot be read
-}
-
-func (e *EntryError) Error() string {
-	return fmt.Sprintf("thread store entry %s (thread %s) cannot be read: %v", e.Entry, e.Thread, e.Err)
-}
-
-func (e *EntryError) Unwrap() error { return e.Err }
-
-// unreadable is ErrThreadLost for a load that needed a thread store entry
-// that cannot be read.
-func unreadable(threadID string, e *EntryError) error {
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("thread %s lost its state: history no longer holds it and its thread store entry %s cannot be read: %v (fix the entry, or restore the key, and run again)",
-			threadID, e.Entry, e.Err), ErrThreadLost, nil)
-}
-
 // StoredHead is what a thread store keeps for a thread: the state of the
 // run that started last (Started) and which run that is. Stores encode it
 // with EncodeHead and read it with DecodeHead, so every store holds the
 // same bytes and encrypts them the same way.
 type StoredHead struct {
-	Thread  string      `json:"thread"`
-	Run     string      `json:"run"`
-	Started time.Time   `json:"started"`
-	State   *Checkpoint `json:"state"`
+	Thread  string                  `json:"thread"`
+	Run     string                  `json:"run"`
+	Started time.Time               `json:"started"`
+	State   *threadstate.Checkpoint `json:"state"`
 }
 
 // EncodeHead is h as a store keeps it: a Temporal payload (JSON), encoded
@@ -155,7 +63,7 @@ func EncodeHead(h StoredHead, c converter.PayloadCodec) ([]byte, error) {
 // read (corrupt, a key c lacks, another thread's) are an *EntryError
 // naming entry.
 func DecodeHead(b []byte, c converter.PayloadCodec, threadID, entry string) (*StoredHead, error) {
-	bad := func(err error) error { return &EntryError{Thread: threadID, Entry: entry, Err: err} }
+	bad := func(err error) error { return &threadstate.EntryError{Thread: threadID, Entry: entry, Err: err} }
 	p := &commonpb.Payload{}
 	if err := proto.Unmarshal(b, p); err != nil {
 		return nil, bad(err)
@@ -236,7 +144,7 @@ func (d DirStore) path(threadID string) string {
 }
 
 // Load implements Checkpointer: the thread's newest saved state, or nil.
-func (d DirStore) Load(_ context.Context, ref ThreadRef) (*Checkpoint, error) {
+func (d DirStore) Load(_ context.Context, ref threadstate.ThreadRef) (*threadstate.Checkpoint, error) {
 	h, err := d.read(ref.ThreadID)
 	if err != nil || h == nil {
 		return nil, err
@@ -256,7 +164,7 @@ func (d DirStore) read(threadID string) (*StoredHead, error) {
 	if err != nil {
 		if fi, serr := os.Stat(name); errors.Is(err, os.ErrPermission) || (serr == nil && !fi.Mode().IsRegular()) {
 			// Not a file this store can read, however often it tries.
-			return nil, &EntryError{Thread: threadID, Entry: name, Err: err}
+			return nil, &threadstate.EntryError{Thread: threadID, Entry: name, Err: err}
 		}
 		return nil, fmt.Errorf("thread store: %w", err)
 	}
@@ -265,7 +173,7 @@ func (d DirStore) read(threadID string) (*StoredHead, error) {
 
 // Save implements Checkpointer: it keeps cp unless the file holds the
 // state of a run that started later.
-func (d DirStore) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) error {
+func (d DirStore) Save(ctx context.Context, ref threadstate.ThreadRef, cp *threadstate.Checkpoint) error {
 	b, err := EncodeHead(StoredHead{Thread: ref.ThreadID, Run: ref.RunID, Started: ref.Started, State: cp}, d.Codec)
 	if err != nil {
 		return err
@@ -284,7 +192,7 @@ func (d DirStore) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) error
 	}
 	name := d.path(ref.ThreadID)
 	old, err := d.read(ref.ThreadID)
-	var bad *EntryError
+	var bad *threadstate.EntryError
 	switch {
 	case errors.As(err, &bad):
 		aside := fmt.Sprintf("%s.bad-%d", name, time.Now().UnixNano())
@@ -360,40 +268,3 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
-
-// fetchBase reads the first base.Count messages of the calling run's
-// conversation from the runs that hold them; a run deleted while this one
-// was open (retention) gives its part from the thread store's state, which
-// the digest check after it proves the same.
-func (m *Models) fetchBase(ctx context.Context, base *Cursor) ([]Message, error) {
-	info := activity.GetInfo(ctx)
-	msgs, err := fetchConversation(ctx, base.Count)
-	if err != nil && m.Store != nil {
-		if head, serr := m.Store.Load(ctx, ThreadRef{ThreadID: info.WorkflowExecution.ID}); serr == nil && head != nil && head.Conversation == nil {
-			msgs, err = fetchMessages(ctx, activity.GetClient(ctx), info.WorkflowExecution.ID, info.WorkflowExecution.RunID, 0, base.Count, head.Messages)
-		}
-	}
-	return msgs, lost(info.WorkflowExecution.ID, err)
-}
-
-// lost turns the error of a read that needed a deleted run into
-// ErrThreadLost (non-retryable: the run is not coming back).
-func lost(threadID string, err error) error {
-	var gone *goneRun
-	if errors.As(err, &gone) {
-		return threadLost(threadID, gone.run)
-	}
-	return err
-}
-
-// PublicStore adapts a store of package tulip's ThreadStore interface (or
-// one of this package's, returned as it is) for this package; PublicState
-// makes a *tulip.ThreadState of a checkpoint, and StateOf is the
-// checkpoint a *tulip.ThreadState holds (an error for one built by hand). Package tulip sets them when it
-// is initialized: it imports this package, which so cannot import it.
-// s3store, storetest, the CLI and the module's tests use them.
-var (
-	PublicStore func(s any) Checkpointer
-	PublicState func(cp *Checkpoint) any
-	StateOf     func(st any) (*Checkpoint, error)
-)

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package activities
+package threadstore
 
 // lockDir: without flock, saves are ordered within this process only (one
 // process per directory).

@@ -1,9 +1,11 @@
-package activities
+package threadstate
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -87,12 +89,12 @@ func (p pager) walk(ctx context.Context, runID string, req PageRequest, from, to
 		}
 		if next <= from || next > to {
 			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("run %s of %s answered %s [%d, %d) with a page ending at %d", runID, p.workflowID, req.Kind, from, to, next), ErrConversation, nil)
+				fmt.Sprintf("run %s of %s answered %s [%d, %d) with a page ending at %d", runID, p.workflowID, req.Kind, from, to, next), protocol.ErrConversation, nil)
 		}
 		if holder != "" {
 			if holder == runID {
 				return temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("run %s of %s names itself as the holder of its %s", runID, p.workflowID, req.Kind), ErrConversation, nil)
+					fmt.Sprintf("run %s of %s names itself as the holder of its %s", runID, p.workflowID, req.Kind), protocol.ErrConversation, nil)
 			}
 			if err := p.walk(ctx, holder, req, from, next, read); err != nil {
 				return err
@@ -108,13 +110,13 @@ func (p pager) walk(ctx context.Context, runID string, req PageRequest, from, to
 // Messages that refer to another message's content (ContentIn) are
 // returned as they are; see ResolveContent.
 func FetchMessages(ctx context.Context, c client.Client, workflowID, runID string, from, to int) ([]Message, error) {
-	return fetchMessages(ctx, c, workflowID, runID, from, to, nil)
+	return FetchMessagesWithStored(ctx, c, workflowID, runID, from, to, nil)
 }
 
-// fetchMessages is FetchMessages that takes the messages a deleted run held
+// FetchMessagesWithStored is FetchMessages that takes the messages a deleted run held
 // from stored (the thread's state in full, from its store) when stored has
 // them.
-func fetchMessages(ctx context.Context, c client.Client, workflowID, runID string, from, to int, stored []Message) ([]Message, error) {
+func FetchMessagesWithStored(ctx context.Context, c client.Client, workflowID, runID string, from, to int, stored []Message) ([]Message, error) {
 	return fetchPages(ctx, c, workflowID, runID, PageRequest{Kind: PageMessages}, from, to, stored,
 		func(pg *Page) []Message { return pg.Messages })
 }
@@ -175,7 +177,7 @@ func ResolveContent(msgs []Message) error {
 		if in := msgs[i].ContentIn; in != nil {
 			if *in < 0 || *in >= i {
 				return temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("message %d refers to message %d, which does not come before it", i, *in), ErrConversation, nil)
+					fmt.Sprintf("message %d refers to message %d, which does not come before it", i, *in), protocol.ErrConversation, nil)
 			}
 			msgs[i].Content, msgs[i].ContentIn = msgs[*in].Content, nil
 		}

@@ -1,4 +1,4 @@
-package activities
+package threadstore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 
 	"github.com/stretchr/testify/require"
 )
@@ -94,7 +96,7 @@ func TestDirStoreChild(t *testing.T) {
 	for n := range threads {
 		// Both processes reach thread n at the same moment.
 		time.Sleep(time.Until(time.Unix(0, startNs).Add(time.Duration(n) * 20 * time.Millisecond)))
-		ref := ThreadRef{ThreadID: fmt.Sprintf("thread-%d", n), RunID: role, Started: started}
-		require.NoError(t, d.Save(context.Background(), ref, &Checkpoint{Run: role}))
+		ref := threadstate.ThreadRef{ThreadID: fmt.Sprintf("thread-%d", n), RunID: role, Started: started}
+		require.NoError(t, d.Save(context.Background(), ref, &threadstate.Checkpoint{Run: role}))
 	}
 }

@@ -2,59 +2,10 @@ package activities
 
 import (
 	"container/list"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"sync"
 
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
-
-// ExtendDigest returns the digest of a conversation whose prefix has digest
-// d, followed by msgs: d' = SHA-256(d || SHA-256(JSON(msg))) for each
-// message, in hex. The empty conversation's digest is "".
-func ExtendDigest(d string, msgs ...Message) string {
-	if len(msgs) == 0 {
-		return d
-	}
-	bp := jsonBufs.Get().(*[]byte)
-	defer jsonBufs.Put(bp)
-	buf := *bp
-	defer func() { *bp = buf[:0] }()
-	var sum [sha256.Size]byte
-	var link [2*sha256.Size + sha256.Size]byte // a digest in hex, then a message's hash
-	prev := append(link[:0:0], d...)           // the digest so far, in hex
-	var hexed [2 * sha256.Size]byte
-	for i := range msgs {
-		buf = appendMessageJSON(buf[:0], &msgs[i]) // json.Marshal's bytes
-		mh := sha256.Sum256(buf)
-		in := append(append(link[:0], prev...), mh[:]...)
-		sum = sha256.Sum256(in)
-		hex.Encode(hexed[:], sum[:])
-		prev = hexed[:]
-	}
-	return string(prev)
-}
-
-// ConversationRange asks QueryConversation for messages [From, To).
-type ConversationRange struct {
-	From int `json:"from"`
-	To   int `json:"to"`
-}
-
-// ConversationPage is QueryConversation's answer: messages from the range's
-// From, at most about ConversationPageBytes of them (at least one), and
-// Next, where the next page starts.
-type ConversationPage struct {
-	Messages []Message `json:"messages"`
-	Next     int       `json:"next"`
-}
-
-// ConversationPageBytes bounds a conversation page (a query answer must fit
-// in a gRPC message).
-const ConversationPageBytes = 1 << 20
 
 // DefaultCacheNodes is the node count of NewModels' cache.
 const DefaultCacheNodes = 4096
@@ -85,7 +36,7 @@ type ConversationCache struct {
 
 type convNode struct {
 	parent *convNode
-	msgs   []Message
+	msgs   []threadstate.Message
 	count  int
 	digest string
 	size   int64 // msgs' bytes (messageBytes)
@@ -96,7 +47,7 @@ type convNode struct {
 
 // messageBytes is about what msgs keep alive: their text and a little for
 // each message and call.
-func messageBytes(msgs []Message) int64 {
+func messageBytes(msgs []threadstate.Message) int64 {
 	var n int64
 	for _, m := range msgs {
 		n += 64 + int64(len(m.Role)+len(m.Content)+len(m.ToolCallID))
@@ -107,7 +58,7 @@ func messageBytes(msgs []Message) int64 {
 	return n
 }
 
-func newNode(parent *convNode, msgs []Message, count int, digest string) *convNode {
+func newNode(parent *convNode, msgs []threadstate.Message, count int, digest string) *convNode {
 	return &convNode{parent: parent, msgs: msgs, count: count, digest: digest, size: messageBytes(msgs)}
 }
 
@@ -202,67 +153,13 @@ func (c *ConversationCache) Bytes() int64 {
 	return c.bytes
 }
 
-func (n *convNode) flatten() []Message {
+func (n *convNode) flatten() []threadstate.Message {
 	if n == nil {
 		return nil
 	}
-	out := make([]Message, n.count)
+	out := make([]threadstate.Message, n.count)
 	for ; n != nil; n = n.parent {
 		copy(out[n.count-len(n.msgs):], n.msgs)
 	}
 	return out
-}
-
-// conversation rebuilds in's whole conversation, checks its digest, and
-// fills in the content of served messages that refer to another (ContentIn).
-func (m *Models) conversation(ctx context.Context, in ModelInput) ([]Message, error) {
-	var base *convNode
-	if in.Base != nil && in.Base.Count > 0 {
-		base = m.Cache.get(in.Base.Digest)
-		if base == nil || base.count != in.Base.Count {
-			msgs, err := m.fetchBase(ctx, in.Base)
-			if err != nil {
-				return nil, err
-			}
-			if d := ExtendDigest("", msgs...); d != in.Base.Digest {
-				return nil, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("the run's conversation (%d messages) does not match the model call's digest", len(msgs)), ErrConversation, nil)
-			}
-			base = newNode(nil, msgs, len(msgs), in.Base.Digest)
-			m.Cache.put(base)
-		}
-	}
-	d := ""
-	count := 0
-	if base != nil {
-		d, count = base.digest, base.count
-	}
-	d = ExtendDigest(d, in.New...)
-	if d != in.Digest {
-		return nil, temporal.NewNonRetryableApplicationError("the model call's new messages do not match its digest", ErrConversation, nil)
-	}
-	n := newNode(base, in.New, count+len(in.New), d)
-	m.Cache.put(n)
-	msgs := n.flatten()
-	if err := ResolveContent(msgs); err != nil {
-		return nil, err
-	}
-	return msgs, nil
-}
-
-// remember caches in's conversation followed by the model's answer.
-func (m *Models) remember(in ModelInput, answer Message) {
-	parent := m.Cache.get(in.Digest)
-	if parent == nil {
-		return
-	}
-	m.Cache.put(newNode(parent, []Message{answer}, parent.count+1, ExtendDigest(in.Digest, answer)))
-}
-
-// fetchConversation reads the first count messages of the calling run's
-// conversation: from the run itself, and from the runs that hold its
-// earlier parts (QueryPage). Queries add nothing to history.
-func fetchConversation(ctx context.Context, count int) ([]Message, error) {
-	info := activity.GetInfo(ctx)
-	return FetchMessages(ctx, activity.GetClient(ctx), info.WorkflowExecution.ID, info.WorkflowExecution.RunID, 0, count)
 }

@@ -1,4 +1,4 @@
-package activities
+package threadstate
 
 import (
 	"cmp"
@@ -9,8 +9,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/tulip-temporal/tulip/internal/protocol"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -289,7 +290,7 @@ func (t TemporalCheckpointer) Load(ctx context.Context, ref ThreadRef) (*Checkpo
 			// History holds a newer state than the store (a run that
 			// saved nothing: terminated, timed out): take it, reading
 			// from the store only what the deleted runs held.
-			full, err := resolveCheckpoint(ctx, c, ref.ThreadID, cp, head)
+			full, err := ResolveCheckpointWithStored(ctx, c, ref.ThreadID, cp, head)
 			if err == nil {
 				return full, nil
 			}
@@ -355,7 +356,7 @@ func readRun(ctx context.Context, c client.Client, threadID, runID string) (*Che
 	}
 	if err != nil {
 		return nil, false, temporal.NewApplicationErrorWithCause(
-			fmt.Sprintf("thread %s: reading run %s: %v", threadID, runID, err), ErrCheckpoint, err)
+			fmt.Sprintf("thread %s: reading run %s: %v", threadID, runID, err), protocol.ErrCheckpoint, err)
 	}
 	if ran && cp != nil && cp.Run == "" {
 		cp.Run = runID
@@ -443,6 +444,13 @@ type listed struct {
 // noteKey carries, in LoadThread's context, the function that puts details
 // on the activity's heartbeats.
 type noteKey struct{}
+
+// WithListingNote is ctx carrying note, the function that puts details on
+// the calling activity's heartbeats: TemporalCheckpointer.Load notes its
+// list of the thread's runs there, for a later attempt (listedBefore).
+func WithListingNote(ctx context.Context, note func(any)) context.Context {
+	return context.WithValue(ctx, noteKey{}, note)
+}
 
 // listedBefore is the list an earlier attempt of this activity found for
 // ref, from its heartbeat details.
@@ -557,7 +565,7 @@ func loadRun(ctx context.Context, c client.Client, workflowID, runID string) (cp
 	if err != nil || !ran {
 		return nil, false, err
 	}
-	v, err := c.QueryWorkflow(ctx, workflowID, runID, QueryThread)
+	v, err := c.QueryWorkflow(ctx, workflowID, runID, protocol.QueryThread)
 	if err != nil {
 		return nil, true, err // retryable: the run's records are there to be read
 	}
@@ -613,124 +621,19 @@ func PreviousRunOf(ctx context.Context, c client.Client, dc converter.DataConver
 	return in.PreviousRunID, nil
 }
 
-// Checkpoints holds the checkpoint activities of a worker.
-type Checkpoints struct {
-	Checkpointer Checkpointer
-	// Custom: runs save their state through Checkpointer at their end (a
-	// custom one, or a TemporalCheckpointer with a Store).
-	Custom bool
-	// Store is the TemporalCheckpointer's thread store, if it has one.
-	Store Checkpointer
-}
-
-// Load is the LoadCheckpointActivity function (runs recorded before
-// LoadThreadActivity).
-func (c Checkpoints) Load(ctx context.Context, ref ThreadRef) (*Checkpoint, error) {
-	cp, err := c.Checkpointer.Load(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	if cp == nil {
-		cp = &Checkpoint{}
-	}
-	return cp, nil
-}
-
-// Save is the SaveCheckpointActivity function (runs recorded before
-// SaveThreadActivity).
-func (c Checkpoints) Save(ctx context.Context, ref ThreadRef, cp *Checkpoint) error {
-	return c.Checkpointer.Save(ctx, ref, cp)
-}
-
-// LoadThread is the LoadThreadActivity function: the thread's state, and
-// whether the run must save its own at its end (a custom Checkpointer).
-// The run takes that decision from this result, in its history, not from
-// the worker's configuration.
-func (c Checkpoints) LoadThread(ctx context.Context, ref ThreadRef) (LoadedThread, error) {
-	ctx, stop, note := heartbeatWith(ctx)
-	defer stop()
-	if c.Store == nil && !c.Custom {
-		warnNoStore(ctx)
-	}
-	cp, err := c.Checkpointer.Load(context.WithValue(ctx, noteKey{}, note), ref)
-	if err != nil {
-		return LoadedThread{}, err
-	}
-	return LoadedThread{State: cp, Save: c.Custom}, nil
-}
-
-// SaveThread is the SaveThreadActivity function: it reads in full what the
-// state holds by reference (from the runs that hold it) and saves that, so
-// a custom Checkpointer keeps states that need no run's history.
-func (c Checkpoints) SaveThread(ctx context.Context, ref ThreadRef, cp *Checkpoint) error {
-	ctx, stop := heartbeat(ctx)
-	defer stop()
-	if byReference(cp) {
-		cl := activity.GetClient(ctx)
-		full, err := ResolveCheckpoint(ctx, cl, ref.ThreadID, cp)
-		if err != nil && c.Store != nil {
-			// A run the state names was deleted while this run was
-			// open: the store's state holds what it held.
-			if stored, serr := c.Store.Load(ctx, ref); serr == nil && stored != nil {
-				full, err = resolveCheckpoint(ctx, cl, ref.ThreadID, cp, stored)
-			}
-		}
-		if err != nil {
-			return lost(ref.ThreadID, err)
-		}
-		cp = full
-	}
-	err := c.Checkpointer.Save(ctx, ref, cp)
-	var bad *EntryError
-	if errors.As(err, &bad) {
-		// A store that does not move a bad entry aside: a retry meets
-		// the same bytes.
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrCheckpoint, err)
-	}
-	return err
-}
-
-// byReference reports whether cp holds anything by reference: messages in
-// other runs, thin records, results in messages.
-func byReference(cp *Checkpoint) bool {
-	if cp == nil {
-		return false
-	}
-	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
-		return true
-	}
-	for _, m := range cp.Messages {
-		if m.ContentIn != nil {
-			return true
-		}
-	}
-	for _, snap := range cp.Agents {
-		l, err := dedup.Restore(snap)
-		if err != nil {
-			return true // ResolveCheckpoint reports it
-		}
-		for _, r := range l.Records() {
-			if r.Thin() || r.ResultIn != nil {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // ResolveCheckpoint returns cp in full: its conversation's messages and its
 // logs' records read from the runs (of workflowID) that hold them, records'
 // content references filled in (a message that refers to an earlier one,
 // ContentIn, stays so: ResolveContent fills it in). A checkpoint that holds everything already is
 // returned as it is.
 func ResolveCheckpoint(ctx context.Context, c client.Client, workflowID string, cp *Checkpoint) (*Checkpoint, error) {
-	return resolveCheckpoint(ctx, c, workflowID, cp, nil)
+	return ResolveCheckpointWithStored(ctx, c, workflowID, cp, nil)
 }
 
-// resolveCheckpoint is ResolveCheckpoint that reads what a deleted run
+// ResolveCheckpointWithStored is ResolveCheckpoint that reads what a deleted run
 // held from stored, a state in full from the thread's store, when it has
 // it (its messages proven by the conversation's digest).
-func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, cp, stored *Checkpoint) (*Checkpoint, error) {
+func ResolveCheckpointWithStored(ctx context.Context, c client.Client, workflowID string, cp, stored *Checkpoint) (*Checkpoint, error) {
 	if cp == nil {
 		return nil, nil
 	}
@@ -748,13 +651,13 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 		UsageByModel: CloneUsage(cp.UsageByModel), Fork: cp.Fork, Performed: cp.Performed, Context: cp.Context}
 	msgs := cp.Messages
 	if cv := cp.Conversation; cv != nil && cv.Count > 0 {
-		head, err := fetchMessages(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)
+		head, err := FetchMessagesWithStored(ctx, c, workflowID, cp.Run, 0, cv.Count, storedMsgs)
 		if err != nil {
 			return nil, err
 		}
 		if storedMsgs != nil && ExtendDigest("", head...) != cv.Digest {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("thread %s: its conversation (%d messages, some from the thread store) does not match its digest", workflowID, len(head)), ErrConversation, nil)
+				fmt.Sprintf("thread %s: its conversation (%d messages, some from the thread store) does not match its digest", workflowID, len(head)), protocol.ErrConversation, nil)
 		}
 		msgs = append(head, msgs...)
 	}
@@ -803,28 +706,4 @@ func resolveCheckpoint(ctx context.Context, c client.Client, workflowID string, 
 		out.Agents[name] = b
 	}
 	return out, nil
-}
-
-// warned holds the namespaces whose missing thread store this process
-// has warned of.
-var warned sync.Map
-
-// warnNoStore says once per process and namespace, at the first thread
-// load, that the worker keeps no thread store while the namespace deletes
-// closed runs: a thread whose runs are all gone then looks new.
-func warnNoStore(ctx context.Context) {
-	ns := activity.GetInfo(ctx).WorkflowNamespace
-	if _, done := warned.LoadOrStore(ns, true); done {
-		return
-	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	d, err := activity.GetClient(ctx).WorkflowService().DescribeNamespace(dctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
-	if err != nil {
-		return
-	}
-	if ttl := d.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(); ttl > 0 {
-		activity.GetLogger(ctx).Warn("tulip: no thread store: namespace "+ns+" deletes closed runs after "+ttl.String()+
-			", and a thread whose runs are all gone would start empty (tulip.Options.ThreadStore; docs/threads.md)", "namespace", ns, "retention", ttl.String())
-	}
 }
