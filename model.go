@@ -3,9 +3,8 @@ package tulip
 import (
 	"context"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Model produces an agent's responses. It runs in an activity, so it may

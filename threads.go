@@ -6,11 +6,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstore"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"go.temporal.io/sdk/converter"
+	"github.com/tulip-temporal/tulip/internal/threadstore"
 )
 
 // ThreadStore keeps each thread's state outside Temporal, so that a thread

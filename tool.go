@@ -7,11 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // Toolset is a set of tools: a Go tool made with NewTool (a set of one), an

@@ -19,15 +19,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	historypb "go.temporal.io/api/history/v1"
-
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 )
 

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/tulip-temporal/tulip"
-
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // The package's types are its own (go doc shows their fields); the

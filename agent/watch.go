@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
 

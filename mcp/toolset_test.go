@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // annotatedServer lists tools with every kind of annotation.

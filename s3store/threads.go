@@ -11,10 +11,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstore"
-
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -22,6 +18,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+	"github.com/tulip-temporal/tulip/internal/threadstore"
 )
 
 // MaxRaces is how many times a save reads again after losing a race (a

@@ -20,9 +20,8 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/toolschema"
 )
 

@@ -18,14 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Harness opens the store under test and reaches under it.

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -21,6 +19,7 @@ import (
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/internal/scenario"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"

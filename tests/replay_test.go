@@ -9,12 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstore"
-
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/temporalproto"
@@ -27,8 +21,11 @@ import (
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+	"github.com/tulip-temporal/tulip/internal/threadstore"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 

@@ -10,13 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstore"
-
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
@@ -25,6 +20,8 @@ import (
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+	"github.com/tulip-temporal/tulip/internal/threadstore"
 	"github.com/tulip-temporal/tulip/s3store"
 	"github.com/tulip-temporal/tulip/s3store/s3test"
 )

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -13,6 +11,7 @@ import (
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/internal/scenario"
 	"github.com/tulip-temporal/tulip/internal/streams"

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -28,6 +26,7 @@ import (
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/keyfile"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 )
 

@@ -12,13 +12,12 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // exportedThread is a thread as 'tulip export' writes it: its state in

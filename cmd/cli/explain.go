@@ -6,11 +6,10 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/runclient"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // explanation is what 'tulip explain --json' prints.

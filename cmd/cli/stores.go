@@ -10,15 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstore"
-
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/blobstore"
 	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
+	"github.com/tulip-temporal/tulip/internal/threadstore"
 	"github.com/tulip-temporal/tulip/s3store"
 )
 

@@ -6,9 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/tulip-temporal/tulip/devserver"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // Options configure Run. Every zero value is documented; Run fills them in.

@@ -15,8 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
+	"github.com/aws/aws-sdk-go-v2/aws"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
@@ -26,12 +25,11 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/demo/pager"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/s3store/s3test"
 )

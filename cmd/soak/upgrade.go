@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // The upgrade drill (Options.UpgradeAt): the soak's workers are build v1

@@ -6,14 +6,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
-	"github.com/tulip-temporal/tulip/internal/dedup"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Checkpoints holds the checkpoint activities of a worker.

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/internal/protocol"
-
-	"go.temporal.io/sdk/temporal"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // SummarizeActivity asks a run's model for a summary of the conversation's

@@ -8,13 +8,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/internal/protocol"
-
-	"go.temporal.io/sdk/activity"
-
-	"go.temporal.io/sdk/temporal"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // ModelRequest asks a model for its next response. It is what a Model

@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/activity"
 
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
 

@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/converter"
 	wf "go.temporal.io/sdk/workflow"
 
@@ -15,6 +11,8 @@ import (
 	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/hooks"
+	"github.com/tulip-temporal/tulip/internal/protocol"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // step is one call of the current response: settled already (rejected,

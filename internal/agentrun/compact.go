@@ -4,14 +4,12 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Compaction keeps a long conversation within its model's context budget

@@ -7,9 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // key is the execution's downstream idempotency key: the tool's template,

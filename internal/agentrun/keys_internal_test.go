@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // A call's downstream key is a promise to the service it calls: the same

@@ -8,12 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // Metric names, emitted through the SDK's metrics handler (so a Prometheus

@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // page answers QueryPage. A run answers in full what it holds; for a range

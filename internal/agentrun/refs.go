@@ -7,16 +7,14 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // State by reference. Every message, argument and result enters the history

@@ -9,13 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // A run's result is written as json.Marshal writes it, and as the SDK's

@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Lower bounds of JSON sizes. The state a run hands on goes in full or by

@@ -6,11 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // The size bounds never pass the encoding's size (a bound over the limit

@@ -9,12 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/streams"
 )
 

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // ParentRef names, in a sub-agent's run input, the run that called it.

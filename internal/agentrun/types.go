@@ -12,13 +12,11 @@ package agentrun
 import (
 	"encoding/json"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/streams"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Stable names of the workflow and its handlers.

@@ -7,10 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	wf "go.temporal.io/sdk/workflow"
@@ -20,7 +16,9 @@ import (
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/hooks"
 	"github.com/tulip-temporal/tulip/internal/intercept"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/streams"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // DefaultModelTimeout is the zero value of Config.ModelTimeout: one model

@@ -19,13 +19,12 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // Log is one run's execution log and the futures of its calls still

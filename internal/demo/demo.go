@@ -10,13 +10,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo/billing"
 	"github.com/tulip-temporal/tulip/internal/demo/pager"
 	"github.com/tulip-temporal/tulip/internal/hooks"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // ToolNames lists the demo tools in a fixed order.

@@ -7,9 +7,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // SupportModelName is the name 'tulip dev' serves SupportModel under.

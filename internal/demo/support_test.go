@@ -4,12 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 func TestSupportModel(t *testing.T) {

@@ -7,13 +7,12 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // ForkError: a thread cannot be forked where asked (kind tulip.BadInput).

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"go.temporal.io/sdk/client"
 
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Runs hand their state on by reference (workflow/refs.go): a result's

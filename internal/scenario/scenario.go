@@ -10,9 +10,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
 	"github.com/tulip-temporal/tulip/internal/activities"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 )
 
 // Scenario is a scenario file.

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/codec"
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // Checkpoint is a thread's state between runs: its conversation and each

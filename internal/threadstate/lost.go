@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
-	"github.com/tulip-temporal/tulip/internal/dedup"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // ErrThreadLost: the thread's state is gone. A run it names (the newest,

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tulip-temporal/tulip/internal/dedup"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // QueryPage pages what a run holds (PageRequest → Page): its conversation,

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/proxy"
@@ -27,6 +25,7 @@ import (
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/calllog"
 	"github.com/tulip-temporal/tulip/internal/claims"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 )
 
 // ReplayOptions configure ReplayHistories. The zero value replays with a

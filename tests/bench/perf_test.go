@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -21,8 +17,10 @@ import (
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/demo"
+	"github.com/tulip-temporal/tulip/internal/protocol"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 	"github.com/tulip-temporal/tulip/internal/scenario"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 )

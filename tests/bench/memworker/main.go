@@ -22,16 +22,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tulip-temporal/tulip/internal/threadstate"
-
-	"github.com/tulip-temporal/tulip/internal/protocol"
-
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip/internal/activities"
 	"github.com/tulip-temporal/tulip/internal/hooks"
+	"github.com/tulip-temporal/tulip/internal/protocol"
+	"github.com/tulip-temporal/tulip/internal/threadstate"
 	"github.com/tulip-temporal/tulip/internal/workerplugin"
 	"github.com/tulip-temporal/tulip/tests/bench/plainsdk"
 )
