@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
 	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/metrics"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
@@ -64,6 +65,11 @@ type Options struct {
 	// LogLevel is the lowest level logged. Zero value (slog.LevelInfo) is
 	// raised to slog.LevelError unless LogOutput is set.
 	LogLevel slog.Level
+	// MetricsAddress serves the server's own metrics in Prometheus' text
+	// format at http://MetricsAddress/metrics: persistence requests by
+	// operation, task latencies, and the rest the server reports. Zero
+	// value: none.
+	MetricsAddress string
 }
 
 // DefaultRetention is Options.Retention's zero value: 30 days, long
@@ -253,6 +259,10 @@ func buildConfig(o *Options, ports [5]int) (*config.Config, error) {
 	const clusterName = "active"
 	var conf config.Config
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	if o.MetricsAddress != "" {
+		conf.Global.Metrics = &metrics.Config{Prometheus: &metrics.PrometheusConfig{
+			Framework: metrics.FrameworkOpentelemetry, ListenAddress: o.MetricsAddress, HandlerPath: "/metrics"}}
+	}
 	conf.Global.Membership.BroadcastAddress = o.Host
 	conf.Persistence.DefaultStore = "sqlite-default"
 	conf.Persistence.VisibilityStore = "sqlite-default"

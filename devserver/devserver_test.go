@@ -1,9 +1,12 @@
 package devserver
 
 import (
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +67,33 @@ func TestStartStopAndRestartWithDBFile(t *testing.T) {
 		}
 		s.Stop()
 		s.Stop() // idempotent
+	}
+}
+
+// The server's own metrics are served when asked: its persistence
+// requests (the namespace's creation at start writes) are there.
+func TestMetricsAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s, err := Start(Options{MetricsAddress: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	if !strings.Contains(string(body), "persistence_requests") {
+		t.Fatalf("no persistence_requests in the metrics (%d bytes)", len(body))
 	}
 }

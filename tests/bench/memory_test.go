@@ -31,11 +31,11 @@ type memWorker struct {
 	out *bufio.Reader
 }
 
-func startMemWorker(b *testing.B, address, tq string, turns int) *memWorker {
+func startMemWorker(b *testing.B, address, tq string, turns int, extra ...string) *memWorker {
 	bin := filepath.Join(b.TempDir(), "memworker")
 	out, err := exec.Command("go", "build", "-o", bin, "./memworker").CombinedOutput()
 	require.NoError(b, err, "%s", out)
-	args := []string{"-address", address, "-task-queue", tq, "-turns", strconv.Itoa(turns)}
+	args := append([]string{"-address", address, "-task-queue", tq, "-turns", strconv.Itoa(turns)}, extra...)
 	if os.Getenv("TULIP_BENCH_MEMORY_HEAP") != "" {
 		args = append(args, "-memprofilerate", "1") // every allocation in the profile
 	}
