@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +15,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/agentrun"
@@ -133,6 +137,19 @@ func BenchmarkOpenThreads(b *testing.B) {
 		_, err = fmt.Sscanf(line, "served %g %g executed %g %g n %d", &sp50, &sp99, &ep50, &ep99, &n)
 		require.NoError(b, err, "%q", line)
 		require.Equal(b, active+1, n, "every active run (and the warm-up run) made its served and its executed call")
+		// What one thread keeps: its run's history (the held part and what
+		// its approval added) and its state (what a thread store holds).
+		hist := &historypb.History{}
+		it := c.GetWorkflowHistory(ctx, ids[0], "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(b, err)
+			hist.Events = append(hist.Events, ev)
+		}
+		v, err := c.QueryWorkflow(ctx, ids[0], "", agentrun.QueryState)
+		require.NoError(b, err)
+		var state json.RawMessage
+		require.NoError(b, v.Get(&state))
 		_ = w.cmd.Process.Kill()
 
 		const turnsEach = 3 // after the approval: the held call's turn, the served call's, the executed call's
@@ -143,6 +160,9 @@ func BenchmarkOpenThreads(b *testing.B) {
 			tulipHold.Round(time.Second), plainHold.Round(time.Second))
 		b.Logf("%d active at once: served call p50 %.1f ms p99 %.1f ms; executed call p50 %.1f ms p99 %.1f ms; %.0f turns in %s (%.0f turns/s)",
 			active, sp50, sp99, ep50, ep99, turns, activeTook.Round(time.Millisecond), turns/activeTook.Seconds())
+		b.Logf("a thread's run: %d history events, %d bytes; its state %d bytes", len(hist.Events), proto.Size(hist), len(state))
+		b.ReportMetric(float64(proto.Size(hist)), "history-bytes/run")
+		b.ReportMetric(float64(len(state)), "state-bytes/thread")
 		b.Logf("persistence per turn: %.1f requests, %.1f writes (%s)", (after.total-before.total)/turns, (after.writes-before.writes)/turns, after.top(before, turns))
 		b.ReportMetric(perTulip, "rss-bytes/thread-tulip")
 		b.ReportMetric(perPlain, "rss-bytes/thread-plain-sdk")
