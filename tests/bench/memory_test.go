@@ -151,20 +151,9 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			hs := make([]runclient.Handle, runs)
 			for k := range runs {
 				g.Go(func() error {
-					h, err := runclient.Start(ctx, c, runclient.RunOptions{WorkflowID: fmt.Sprintf("%s-tulip-%d-%d", tq, batch, k), TaskQueue: tq, Model: "held",
-						Message: "go", Hooks: []string{"hold"}, MaxTurns: turns + 2})
-					if err != nil {
-						return err
-					}
-					res, err := runclient.Await(ctx, c, h, "")
-					if err != nil {
-						return err
-					}
-					if res.Status != agentrun.StatusInterrupted {
-						return fmt.Errorf("run %s: %s, want interrupted", h.WorkflowID, res.Status)
-					}
+					h, err := holdRun(ctx, c, fmt.Sprintf("%s-tulip-%d-%d", tq, batch, k), tq, turns+2)
 					hs[k] = h
-					return nil
+					return err
 				})
 			}
 			err := g.Wait()
@@ -258,4 +247,23 @@ func (g *group) Go(f func() error) {
 func (g *group) Wait() error {
 	g.wg.Wait()
 	return g.err
+}
+
+// holdRun starts a run of memworker's "held" model on tq (its turns, then a
+// call its hook holds) and waits until the run is interrupted for the
+// approval.
+func holdRun(ctx context.Context, c client.Client, workflowID, tq string, maxTurns int) (runclient.Handle, error) {
+	h, err := runclient.Start(ctx, c, runclient.RunOptions{WorkflowID: workflowID, TaskQueue: tq, Model: "held",
+		Message: "go", Hooks: []string{"hold"}, MaxTurns: maxTurns})
+	if err != nil {
+		return h, err
+	}
+	res, err := runclient.Await(ctx, c, h, "")
+	if err != nil {
+		return h, err
+	}
+	if res.Status != agentrun.StatusInterrupted {
+		return h, fmt.Errorf("run %s: %s, want interrupted", h.WorkflowID, res.Status)
+	}
+	return h, nil
 }

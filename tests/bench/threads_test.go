@@ -92,20 +92,9 @@ func BenchmarkOpenThreads(b *testing.B) {
 		start = time.Now()
 		ids := make([]string, threads)
 		require.NoError(b, inBatches(threads, parallel, func(k int) error {
-			h, err := runclient.Start(ctx, c, runclient.RunOptions{WorkflowID: fmt.Sprintf("%s-tulip-%d", tq, k), TaskQueue: tq, Model: "held",
-				Message: "go", Hooks: []string{"hold"}, MaxTurns: 10})
-			if err != nil {
-				return err
-			}
-			res, err := runclient.Await(ctx, c, h, "")
-			if err != nil {
-				return err
-			}
-			if res.Status != agentrun.StatusInterrupted {
-				return fmt.Errorf("run %s: %s, want interrupted", h.WorkflowID, res.Status)
-			}
+			h, err := holdRun(ctx, c, fmt.Sprintf("%s-tulip-%d", tq, k), tq, 10)
 			ids[k] = h.WorkflowID
-			return nil
+			return err
 		}))
 		tulipHold := time.Since(start)
 		rss2, heap2, _ := w.mem(b)
