@@ -55,15 +55,16 @@ func startMemWorker(b *testing.B, address, tq string, turns int, extra ...string
 }
 
 // mem is the process's resident set, heap in use and goroutine stacks
-// after a garbage collection that returned what it freed to the OS.
-func (w *memWorker) mem(b *testing.B) (rss, heap, stack float64) {
+// after a garbage collection that returned what it freed to the OS, and
+// the bytes its model activity's conversation cache holds.
+func (w *memWorker) mem(b *testing.B) (rss, heap, stack, cache float64) {
 	_, err := io.WriteString(w.in, "mem\n")
 	require.NoError(b, err)
 	line, err := w.out.ReadString('\n')
 	require.NoError(b, err)
-	_, err = fmt.Sscanf(line, "rss %g heap %g stack %g", &rss, &heap, &stack)
+	_, err = fmt.Sscanf(line, "rss %g heap %g stack %g cache %g", &rss, &heap, &stack, &cache)
 	require.NoError(b, err, "%q", line)
-	return rss, heap, stack
+	return rss, heap, stack, cache
 }
 
 // BenchmarkWorkerMemory measures what an open run costs a worker: a
@@ -92,7 +93,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	b.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	var perRun, perPlain, heapRun, heapPlain, stackRun, stackPlain, stateBytes float64
+	var perRun, perPlain, heapRun, heapPlain, stackRun, stackPlain, cacheRun, stateBytes float64
 	var firstRun, firstPlain, firstHeapRun, firstHeapPlain float64 // the first batches
 	for i := 0; i < b.N; i++ {
 		tq := fmt.Sprintf("bench-mem-%d", time.Now().UnixNano())
@@ -160,15 +161,15 @@ func BenchmarkWorkerMemory(b *testing.B) {
 			handles = append(handles, hs...)
 			return err
 		}
-		rssW, heapW, _ := w.mem(b)
+		rssW, heapW, _, _ := w.mem(b)
 		require.NoError(b, holdPlain(0))
-		rss0, heap0, stack0 := w.mem(b)
+		rss0, heap0, stack0, _ := w.mem(b)
 		require.NoError(b, holdPlain(1))
-		rss1, heap1, stack1 := w.mem(b)
+		rss1, heap1, stack1, _ := w.mem(b)
 		require.NoError(b, holdTulip(0))
-		rssT, heapT, stackT := w.mem(b)
+		rssT, heapT, stackT, cacheT := w.mem(b)
 		require.NoError(b, holdTulip(1))
-		rss2, heap2, stack2 := w.mem(b)
+		rss2, heap2, stack2, cache2 := w.mem(b)
 		if path := os.Getenv("TULIP_BENCH_MEMORY_HEAP"); path != "" {
 			_, err := io.WriteString(w.in, "heap "+path+"\n")
 			require.NoError(b, err)
@@ -185,6 +186,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 		}
 		perPlain, heapPlain = (rss1-rss0)/float64(runs), (heap1-heap0)/float64(runs)
 		perRun, heapRun = (rss2-rssT)/float64(runs), (heap2-heapT)/float64(runs)
+		cacheRun = (cache2 - cacheT) / float64(runs)
 		stackPlain, stackRun = (stack1-stack0)/float64(runs), (stack2-stackT)/float64(runs)
 		firstPlain, firstRun = (rss0-rssW)/float64(runs), (rssT-rss1)/float64(runs)
 		firstHeapPlain, firstHeapRun = (heap0-heapW)/float64(runs), (heapT-heap1)/float64(runs)
@@ -192,7 +194,11 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	}
 	b.ReportMetric(perRun/stateBytes, "rss/state-bytes")
 	b.Logf("rss/state-bytes %.1f, goal <= %.0f: %s (heap/state-bytes %.1f; a second batch of %d runs of %d turns held; tulip/plain-sdk %.1f)",
-		perRun/stateBytes, memoryGoal, verdict(perRun/stateBytes <= memoryGoal), heapRun/stateBytes, runs, turns, perRun/perPlain)
+		perRun/stateBytes, memoryGoal, memoryVerdict(perRun/stateBytes), heapRun/stateBytes, runs, turns, perRun/perPlain)
+	b.Logf("of which the model activity's conversation cache (the worker's, bounded by activities.DefaultCacheBytes) grew %.0f KB a run: without it rss/state-bytes %.1f",
+		cacheRun/1024, (perRun-cacheRun)/stateBytes)
+	b.ReportMetric((perRun-cacheRun)/stateBytes, "rss-less-cache/state-bytes")
+	b.ReportMetric(cacheRun, "cache-bytes/run")
 	b.Logf("the first batches: tulip rss/state-bytes %.1f, heap/state-bytes %.1f; plain %.0f KB resident, %.0f KB heap a run",
 		firstRun/stateBytes, firstHeapRun/stateBytes, firstPlain/1024, firstHeapPlain/1024)
 	b.ReportMetric(firstRun/stateBytes, "rss/state-bytes-first-batch")
@@ -208,10 +214,20 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// memoryGoal is the goal of issue 34 for BenchmarkWorkerMemory's
-// rss/state-bytes. The benchmark prints where it stands; it never fails on
-// a measurement.
-const memoryGoal = 6.0
+// memoryGoal is the goal for BenchmarkWorkerMemory's rss/state-bytes
+// (docs/performance.md; the plain loop holds 2.9 times its state). The
+// benchmark prints where it stands; it never fails on a measurement.
+const memoryGoal = 2.0
+
+// memoryVerdict says where rss/state-bytes stands. A second batch whose
+// resident set did not grow measured nothing (the resident set after a
+// collection moves by more than a few runs' state): no verdict then.
+func memoryVerdict(ratio float64) string {
+	if ratio <= 0 {
+		return "no measurement (the resident set did not grow: run it again, or with more runs)"
+	}
+	return verdict(ratio <= memoryGoal)
+}
 
 // envInt reads a positive integer from the environment (def when unset).
 func envInt(b *testing.B, name string, def int) int {

@@ -68,7 +68,7 @@ func BenchmarkOpenThreads(b *testing.B) {
 		require.NoError(b, err)
 		require.Equal(b, agentrun.StatusCompleted, res.Status)
 
-		rss0, heap0, _ := w.mem(b)
+		rss0, heap0, _, _ := w.mem(b)
 		start := time.Now()
 		require.NoError(b, inBatches(threads, parallel, func(k int) error {
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-plain-%d", tq, k), TaskQueue: tq + "-plain"}, plainsdk.HeldWorkflow, 1)
@@ -88,7 +88,7 @@ func BenchmarkOpenThreads(b *testing.B) {
 			}
 		}))
 		plainHold := time.Since(start)
-		rss1, heap1, _ := w.mem(b)
+		rss1, heap1, _, _ := w.mem(b)
 		start = time.Now()
 		ids := make([]string, threads)
 		require.NoError(b, inBatches(threads, parallel, func(k int) error {
@@ -97,7 +97,7 @@ func BenchmarkOpenThreads(b *testing.B) {
 			return err
 		}))
 		tulipHold := time.Since(start)
-		rss2, heap2, _ := w.mem(b)
+		rss2, heap2, _, _ := w.mem(b)
 
 		// The active ones: approved at once, each to its answer.
 		before := persistence(b, metricsAddr)

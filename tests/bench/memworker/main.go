@@ -4,7 +4,8 @@
 // approval, the plain loop waiting for a signal), so that the process holds
 // them in memory. Each line "mem" on stdin makes it collect garbage, return
 // it to the OS and print "rss BYTES heap BYTES stack BYTES" (VmRSS,
-// HeapInuse, StackInuse); "heap PATH" writes a heap profile to PATH.
+// HeapInuse, StackInuse) and "cache BYTES" (what the model activity's
+// conversation cache holds); "heap PATH" writes a heap profile to PATH.
 //
 // With -after, a run that was held goes on after its approval with a call
 // served from its log (turn 1's refund again) and a call executed (a new
@@ -116,7 +117,10 @@ func run(address, tq string, turns, cache int, after bool) error {
 		}
 		return activities.ModelResponse{Text: "done"}, nil
 	})
-	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{tool, held},
+	// The model activity's conversation cache is the worker's, not a
+	// run's: "mem" reports its bytes apart.
+	convCache := activities.NewConversationCacheBytes(activities.DefaultCacheNodes, activities.DefaultCacheBytes)
+	plugin, err := workerplugin.NewPlugin(workerplugin.Options{Tools: []*activities.Tool{tool, held}, ConversationCache: convCache,
 		Hooks:  map[string]hooks.Hook{HoldHook: hooks.Approve(heldTool, "held open by the benchmark")},
 		Models: map[string]activities.Model{Model: model}})
 	if err != nil {
@@ -162,7 +166,7 @@ func run(address, tq string, turns, cache int, after bool) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("rss %d heap %d stack %d\n", rss, heap, stack)
+		fmt.Printf("rss %d heap %d stack %d cache %d\n", rss, heap, stack, convCache.Bytes())
 	}
 	return nil
 }
