@@ -209,18 +209,6 @@ func internalCalls(calls []ToolCall) []threadstate.ToolCall {
 	return out
 }
 
-// internalModels are models as the worker's options take them.
-func internalModels(models map[string]Model) map[string]activities.Model {
-	if models == nil {
-		return nil
-	}
-	out := make(map[string]activities.Model, len(models))
-	for name, m := range models {
-		out[name] = activities.PublicModel(m)
-	}
-	return out
-}
-
 func init() {
 	// The CLI and the module's tests build workers from internal options;
 	// this is how they take a tulip.Model (an openaimodel.Model, say).

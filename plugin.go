@@ -218,7 +218,7 @@ func (e *ReplayError) Unwrap() error { return e.Err }
 
 // internal is the worker's options: Go tools and toolsets apart.
 func (o Options) internal() workerplugin.Options {
-	w := workerplugin.Options{Hooks: internalHooks(o.Hooks), Models: internalModels(o.Models), Conversation: policy(o.Conversation),
+	w := workerplugin.Options{Hooks: internalHooks(o.Hooks), Models: workerplugin.PublicModels(o.Models), Conversation: policy(o.Conversation),
 		PayloadLimit: o.PayloadLimit, ModelHeartbeatTimeout: o.ModelHeartbeatTimeout, ModelTimeout: o.ModelTimeout, StopTimeout: o.StopTimeout,
 		MetricAgents: o.MetricAgents, ContextTokens: contextTokens(o.Models, o.ContextTokens)}
 	if o.Observer != nil {

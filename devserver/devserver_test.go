@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,12 +74,11 @@ func TestStartStopAndRestartWithDBFile(t *testing.T) {
 // The server's own metrics are served when asked: its persistence
 // requests (the namespace's creation at start writes) are there.
 func TestMetricsAddress(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s, err := Start(Options{MetricsAddress: addr})
 	if err != nil {
 		t.Fatal(err)

@@ -119,16 +119,6 @@ func publicHooks(in map[string]hooks.Hook) map[string]tulip.Hook {
 	return out
 }
 
-// internalToolsets are toolsets (an MCP set's) as the worker's internal
-// options take them.
-func internalToolsets(sets []tulip.Toolset) []activities.Toolset {
-	out := make([]activities.Toolset, len(sets))
-	for i, ts := range sets {
-		out[i] = activities.PublicToolset(ts)
-	}
-	return out
-}
-
 func history(t testing.TB, c client.Client, workflowID, runID string) *historypb.History {
 	t.Helper()
 	h := &historypb.History{}

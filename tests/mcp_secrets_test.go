@@ -110,7 +110,7 @@ func TestMCPURLSecretsNeverEnterHistory(t *testing.T) {
 	tq := taskQueue(t.Name())
 	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
-	startWorker(t, c, tq, workerplugin.Options{Toolsets: internalToolsets(set.Toolsets()), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
+	startWorker(t, c, tq, workerplugin.Options{Toolsets: workerplugin.PublicToolsets(set.Toolsets()), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
 
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "look up"})
 	require.NoError(t, err)
@@ -225,7 +225,7 @@ func TestMCPEnvValuesNeverEnterHistory(t *testing.T) {
 	tq := taskQueue(t.Name())
 	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
-	startWorker(t, c, tq, workerplugin.Options{Toolsets: internalToolsets(set.Toolsets()), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
+	startWorker(t, c, tq, workerplugin.Options{Toolsets: workerplugin.PublicToolsets(set.Toolsets()), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
 
 	h, res, err := runclient.Run(ctxT(t), c, runclient.RunOptions{TaskQueue: tq, Model: "gpt", Message: "check"})
 	require.NoError(t, err)

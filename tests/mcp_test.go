@@ -59,7 +59,7 @@ func newMCPWorld(t *testing.T, f *fakeOpenAI, approve bool) *mcpWorld {
 	w.tq = taskQueue(t.Name())
 	m, err := openaimodel.New(openaimodel.Options{BaseURL: f.URL + "/v1", Model: "gpt-test"})
 	require.NoError(t, err)
-	startWorker(t, w.c, w.tq, workerplugin.Options{Toolsets: internalToolsets(set.Toolsets()), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
+	startWorker(t, w.c, w.tq, workerplugin.Options{Toolsets: workerplugin.PublicToolsets(set.Toolsets()), Models: map[string]activities.Model{"gpt": activities.PublicModel(m)}})
 	return w
 }
 

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	sdkworker "go.temporal.io/sdk/worker"
-
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/tulip-temporal/tulip"
 	"github.com/tulip-temporal/tulip/anthropicmodel"
@@ -131,7 +130,7 @@ func (e *env) chatWorkerOn(s *session, mf *modelFlags, taskQueue string) (func()
 		return nil, nil, usageError{err.Error()}
 	}
 	tb := demo.NewToolbox()
-	set, err := e.openMCP(mf.mcp, tb.Names())
+	set, err := e.openMCP(mf.mcp, demo.ToolNames)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -131,7 +131,7 @@ func (e *env) dev(args []string) error {
 	}
 	defer s.Close()
 	tb := demo.NewToolbox()
-	set, err := e.openMCP(mc, tb.Names())
+	set, err := e.openMCP(mc, demo.ToolNames)
 	if err != nil {
 		return err
 	}

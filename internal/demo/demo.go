@@ -80,15 +80,6 @@ func (tb *Toolbox) count(tool string) int {
 // Tools returns the demo tools.
 func (tb *Toolbox) Tools() []*activities.Tool { return tb.tools }
 
-// Names are the demo tools' names.
-func (tb *Toolbox) Names() []string {
-	var names []string
-	for _, t := range tb.tools {
-		names = append(names, t.Spec().Name)
-	}
-	return names
-}
-
 // Models are the demo's models by name: "demo" plays the scripted refund
 // story, SupportModelName acts on the message's words.
 func Models() map[string]activities.Model {

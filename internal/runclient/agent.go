@@ -200,9 +200,7 @@ func start(ctx context.Context, c client.Client, opts RunOptions, again bool) (H
 			in.PreviousRunID = desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 		}
 	} else if id == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		id = "tulip-run-" + hex.EncodeToString(b[:])
+		id = randomID("tulip-run-")
 	}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       id,
@@ -455,9 +453,7 @@ func ResumeRun(ctx context.Context, c client.Client, h Handle, in agentrun.Resum
 		out agentrun.ResumeResult
 		err error
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	updateID := "resume-" + hex.EncodeToString(b[:])
+	updateID := randomID("resume-")
 	uctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan outcome, 1)
@@ -718,4 +714,11 @@ func queryState(ctx context.Context, c client.Client, h Handle) (converter.Encod
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// randomID is prefix followed by 16 random hex digits.
+func randomID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }

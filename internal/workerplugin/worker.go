@@ -34,8 +34,11 @@ import (
 const PluginName = "tulip"
 
 // PublicModels are models of package tulip's Model interface, by name, as
-// a worker's (Options.Models).
-func PublicModels(models map[string]any) map[string]activities.Model {
+// a worker's (Options.Models); nil for nil.
+func PublicModels[M any](models map[string]M) map[string]activities.Model {
+	if models == nil {
+		return nil
+	}
 	out := make(map[string]activities.Model, len(models))
 	for name, m := range models {
 		out[name] = activities.PublicModel(m)

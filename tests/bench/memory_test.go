@@ -98,17 +98,7 @@ func BenchmarkWorkerMemory(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		tq := fmt.Sprintf("bench-mem-%d", time.Now().UnixNano())
 		w := startMemWorker(b, srv.Address(), tq, turns)
-		// A warm-up run of each loop, to the end: what the first run of a
-		// process costs once is not a run's.
-		prun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tq + "-plain-warm", TaskQueue: tq + "-plain"}, plainsdk.HeldWorkflow, turns)
-		require.NoError(b, err)
-		require.Eventually(b, func() bool {
-			return c.SignalWorkflow(ctx, prun.GetID(), prun.GetRunID(), plainsdk.ReleaseSignal, nil) == nil
-		}, time.Minute, 100*time.Millisecond)
-		require.NoError(b, prun.Get(ctx, nil))
-		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: turns + 2})
-		require.NoError(b, err)
-		require.Equal(b, agentrun.StatusCompleted, res.Status)
+		warmUp(b, ctx, c, tq, turns, turns+2)
 		// Each loop's runs are held in two batches: the first pays what
 		// holding a batch at once costs the process once (its heap's and
 		// the runtime's growth to that many runs in flight, the model
@@ -282,4 +272,20 @@ func holdRun(ctx context.Context, c client.Client, workflowID, tq string, maxTur
 		return h, fmt.Errorf("run %s: %s, want interrupted", h.WorkflowID, res.Status)
 	}
 	return h, nil
+}
+
+// warmUp runs one run of each loop on memworker's task queues to its end
+// (the plain loop's of turns turns, released by its signal; tulip's
+// unheld, within maxTurns): what the first run of a process costs once is
+// not a run's.
+func warmUp(b *testing.B, ctx context.Context, c client.Client, tq string, turns, maxTurns int) {
+	prun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tq + "-plain-warm", TaskQueue: tq + "-plain"}, plainsdk.HeldWorkflow, turns)
+	require.NoError(b, err)
+	require.Eventually(b, func() bool {
+		return c.SignalWorkflow(ctx, prun.GetID(), prun.GetRunID(), plainsdk.ReleaseSignal, nil) == nil
+	}, time.Minute, 100*time.Millisecond)
+	require.NoError(b, prun.Get(ctx, nil))
+	_, res, err := runclient.Run(ctx, c, runclient.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: maxTurns})
+	require.NoError(b, err)
+	require.Equal(b, agentrun.StatusCompleted, res.Status)
 }

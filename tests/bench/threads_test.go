@@ -44,7 +44,9 @@ import (
 func BenchmarkOpenThreads(b *testing.B) {
 	threads, active := envInt(b, "TULIP_BENCH_THREADS", 10000), envInt(b, "TULIP_BENCH_ACTIVE", 1000)
 	active = min(active, threads)
-	metricsAddr := freeAddr(b)
+	port, err := devserver.FreePort("127.0.0.1")
+	require.NoError(b, err)
+	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	srv, err := devserver.Start(devserver.Options{MetricsAddress: metricsAddr})
 	require.NoError(b, err)
 	b.Cleanup(srv.Stop)
@@ -57,16 +59,7 @@ func BenchmarkOpenThreads(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		tq := fmt.Sprintf("bench-threads-%d", time.Now().UnixNano())
 		w := startMemWorker(b, srv.Address(), tq, 1, "-after", "-cache", strconv.Itoa(2*threads+100))
-		// Warm-up: one run of each loop to its end.
-		prun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tq + "-plain-warm", TaskQueue: tq + "-plain"}, plainsdk.HeldWorkflow, 1)
-		require.NoError(b, err)
-		require.Eventually(b, func() bool {
-			return c.SignalWorkflow(ctx, prun.GetID(), prun.GetRunID(), plainsdk.ReleaseSignal, nil) == nil
-		}, time.Minute, 100*time.Millisecond)
-		require.NoError(b, prun.Get(ctx, nil))
-		_, res, err := runclient.Run(ctx, c, runclient.RunOptions{WorkflowID: tq + "-tulip-warm", TaskQueue: tq, Model: "held", Message: "go", MaxTurns: 10})
-		require.NoError(b, err)
-		require.Equal(b, agentrun.StatusCompleted, res.Status)
+		warmUp(b, ctx, c, tq, 1, 10) // with -after, a run unheld takes 5 model calls
 
 		rss0, heap0, _, _ := w.mem(b)
 		start := time.Now()
@@ -179,14 +172,6 @@ func inBatches(n, parallel int, f func(k int) error) error {
 		})
 	}
 	return g.Wait()
-}
-
-// freeAddr is a free loopback address.
-func freeAddr(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // persistenceCounts are the server's persistence requests so far, by
