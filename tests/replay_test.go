@@ -39,13 +39,15 @@ const historiesDir = "testdata/histories"
 // (behind workflow.GetVersion) and are never re-recorded: v1/ before
 // threads carried their conversation, v2/ before state went by reference
 // (and before runs streamed), v3/ before performed held calls went through
-// the hooks ("tulip-held-args").
+// the hooks ("tulip-held-args"), v4/ before the live stream read its
+// signals on demand, v5/ before a run's gates became one
+// ("tulip-baseline").
 func TestReplayHistories(t *testing.T) {
 	current, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(current), 8, "recorded histories are checked in")
 	files := current
-	for dir, n := range map[string]int{"v1": 9, "v2": 13, "v3": 1, "v4": 16} {
+	for dir, n := range map[string]int{"v1": 9, "v2": 13, "v3": 1, "v4": 16, "v5": 16} {
 		frozen, err := filepath.Glob(filepath.Join(historiesDir, dir, "*.json"))
 		require.NoError(t, err)
 		require.Len(t, frozen, n, "the frozen %s histories are checked in", dir)

@@ -138,7 +138,7 @@ func (r *run) tokensFrom(at int) int {
 
 // compactionOn reports whether this run compacts (its history's gate).
 func (r *run) compactionOn(ctx wf.Context) bool {
-	return wf.GetVersion(ctx, "tulip-compaction", wf.DefaultVersion, 1) == 1
+	return r.version(ctx, "tulip-compaction") == 1
 }
 
 // tooLong reports whether err is a model call refused as too long.

@@ -217,5 +217,5 @@ func (r *run) madeByOrigin(ctx wf.Context, tool string, args *dedup.Args) bool {
 	if r.origin == nil || r.origin.find(tool, args) == nil {
 		return false
 	}
-	return wf.GetVersion(ctx, "tulip-fork-hook-origin", wf.DefaultVersion, 1) == 1
+	return r.version(ctx, "tulip-fork-hook-origin") == 1
 }

@@ -40,7 +40,7 @@ func (r *run) loop(ctx wf.Context) error {
 		ScheduleToCloseTimeout: RetryWindow + attempt,
 	})
 	// Runs recorded before calls ran at once replay sequentially.
-	r.parallelCalls = wf.GetVersion(ctx, "tulip-parallel-calls", wf.DefaultVersion, 1) == 1 && !r.in.SequentialCalls
+	r.parallelCalls = r.version(ctx, "tulip-parallel-calls") == 1 && !r.in.SequentialCalls
 	for {
 		if r.turn >= r.in.MaxTurns {
 			return temporal.NewNonRetryableApplicationError(

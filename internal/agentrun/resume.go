@@ -194,7 +194,7 @@ func (r *run) acceptResume(in ResumeInput) ResumeResult {
 // Performed calls run without matching and are never recorded.
 func (r *run) pause(ctx wf.Context, h *hold, held []threadstate.ToolCall, response int) error {
 	// Runs recorded before this change show, and run, what they did.
-	v1 := wf.GetVersion(ctx, "tulip-held-args", wf.DefaultVersion, 1) == 1
+	v1 := r.version(ctx, "tulip-held-args") == 1
 	first := h.shown()
 	if v1 {
 		first = h.post
@@ -223,7 +223,7 @@ func (r *run) pause(ctx wf.Context, h *hold, held []threadstate.ToolCall, respon
 	if resume.PerformDangling && !r.keepPerformed {
 		// The calls it performs are kept in the thread's state, outside
 		// the log, for forks (runs recorded before this change kept none).
-		r.keepPerformed = wf.GetVersion(ctx, "tulip-keep-performed", wf.DefaultVersion, 1) == 1
+		r.keepPerformed = r.version(ctx, "tulip-keep-performed") == 1
 	}
 	var steps []*step
 	for i, call := range held {
@@ -266,7 +266,7 @@ func (r *run) pause(ctx wf.Context, h *hold, held []threadstate.ToolCall, respon
 			return err
 		}
 	}
-	if hook == ForkHook && wf.GetVersion(ctx, "tulip-fork-hold-call-only", wf.DefaultVersion, 1) == 1 {
+	if hook == ForkHook && r.version(ctx, "tulip-fork-hold-call-only") == 1 {
 		// A fork's hold asks about its calls alone (did the origin's
 		// thread make them? run them?): its answer is their tool
 		// messages, as a client tool's result or an unknown outcome's
@@ -340,7 +340,7 @@ func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool, ti
 	r.showDetails(ctx)
 	// Publish the interrupt durably (runs recorded before this change
 	// replay without the memo).
-	memo := wf.GetVersion(ctx, "tulip-interrupt-memo", wf.DefaultVersion, 1) == 1
+	memo := r.version(ctx, "tulip-interrupt-memo") == 1
 	if memo {
 		if err := wf.UpsertMemo(ctx, map[string]any{MemoInterrupt: r.interrupt.ID}); err != nil {
 			return nil, err
@@ -354,7 +354,7 @@ func (r *run) waitResumeUnless(ctx wf.Context, hook string, gone func() bool, ti
 	}
 	sig := wf.GetSignalChannel(ctx, SignalResume)
 	var deadline time.Time
-	if timeout > 0 && wf.GetVersion(ctx, "tulip-client-timeout", wf.DefaultVersion, 1) == wf.DefaultVersion {
+	if timeout > 0 && r.version(ctx, "tulip-client-timeout") == wf.DefaultVersion {
 		// A run an older worker began waiting without a timer replays
 		// without one.
 		timeout = 0

@@ -86,7 +86,7 @@ func (r *run) loadThread(ctx wf.Context) error {
 	// resume performed, calls still executing when it stopped). Runs
 	// recorded before "tulip-key-counter" counted from the log's length.
 	if lt.State != nil {
-		if m := lt.State.Minted[r.in.Agent]; m > r.baseLen && wf.GetVersion(ctx, "tulip-key-counter", wf.DefaultVersion, 1) == 1 {
+		if m := lt.State.Minted[r.in.Agent]; m > r.baseLen && r.version(ctx, "tulip-key-counter") == 1 {
 			r.baseLen = m
 		}
 	}
@@ -228,7 +228,7 @@ func (r *run) saveThread(ctx wf.Context, res *RunResult) error {
 	info := wf.GetInfo(ctx)
 	ref := threadstate.ThreadRef{ThreadID: info.WorkflowExecution.ID, RunID: r.runID, PreviousRunID: r.in.PreviousRunID, Started: info.WorkflowStartTime}
 	err = wf.ExecuteActivity(actx, protocol.SaveThreadActivity, ref, full).Get(ctx, nil)
-	if err == nil || wf.GetVersion(ctx, "tulip-save-failure-completes", wf.DefaultVersion, 1) == wf.DefaultVersion {
+	if err == nil || r.version(ctx, "tulip-save-failure-completes") == wf.DefaultVersion {
 		return err
 	}
 	// The answer is computed and history holds the state: a store that

@@ -131,7 +131,7 @@ func (r *run) openStream(ctx wf.Context) error {
 // (refusing), and draws the model activity's publisher token when the
 // run streams text.
 func (r *run) streamVersion(ctx wf.Context) error {
-	if wf.GetVersion(ctx, "tulip-stream-publishers", wf.DefaultVersion, 1) != 1 {
+	if r.version(ctx, "tulip-stream-publishers") != 1 {
 		r.refusing = -1
 		return nil
 	}

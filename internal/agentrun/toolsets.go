@@ -81,7 +81,7 @@ func (r *run) narrowTools(ctx wf.Context) error {
 			self = append(self, name)
 		}
 	}
-	if len(self) > 0 && wf.GetVersion(ctx, "tulip-subagent-not-self", wf.DefaultVersion, 1) == wf.DefaultVersion {
+	if len(self) > 0 && r.version(ctx, "tulip-subagent-not-self") == wf.DefaultVersion {
 		self = nil
 	}
 	if len(r.in.Tools) == 0 && len(self) == 0 {

@@ -67,7 +67,7 @@ func (r *run) resolveUnknown(st *step, tool *activities.Tool, in activities.Tool
 			err := read(execution)
 			lost := wf.Now(ctx).Sub(started)
 			cause, heartbeat := unknownCause(err, lost)
-			if cause == "" || wf.GetVersion(ctx, "tulip-unknown-outcome", wf.DefaultVersion, 1) == wf.DefaultVersion {
+			if cause == "" || r.version(ctx, "tulip-unknown-outcome") == wf.DefaultVersion {
 				settle(err)
 				return
 			}
@@ -193,7 +193,7 @@ func (r *run) holdUnknown(ctx wf.Context, st *step, cause string, heartbeat bool
 	if err != nil {
 		return nil, err
 	}
-	if wf.GetVersion(ctx, "tulip-unknown-hold-matches", wf.DefaultVersion, 1) == wf.DefaultVersion {
+	if r.version(ctx, "tulip-unknown-hold-matches") == wf.DefaultVersion {
 		// Runs before the change counted it as any resume.
 		r.resumed = true
 		r.phase++

@@ -325,6 +325,9 @@ type streamState struct {
 	refusing    int8
 	streamToken string
 	textPieces  map[[2]int]int
+	// baseline: the run recorded tulip-baseline and takes the versions of
+	// the changes it covers without gates of their own (versions.go).
+	baseline bool
 }
 
 func badInput(msg string) error {
@@ -355,6 +358,7 @@ func (r *run) setUp(ctx wf.Context) error {
 	if err := r.changeHooks(HooksInput{Install: r.in.Hooks}); err != nil {
 		return r.refuse(ctx, err)
 	}
+	r.takeBaseline(ctx)
 	r.status = StatusRunning
 	r.calls = calllog.New()
 	r.log = r.calls.Records()
@@ -362,7 +366,7 @@ func (r *run) setUp(ctx wf.Context) error {
 		// Without the interceptor no call would be matched or recorded:
 		// the run fails instead of running without dedup. (Runs recorded
 		// without it before this check replay as they ran.)
-		if wf.GetVersion(ctx, "tulip-plugin-required", wf.DefaultVersion, 1) == 1 {
+		if r.version(ctx, "tulip-plugin-required") == 1 {
 			return r.refuse(ctx, temporal.NewNonRetryableApplicationError(
 				"this worker runs tulip.AgentRun without tulip's interceptor: give it tulip.NewPlugin", protocol.ErrPluginMissing, nil))
 		}
@@ -372,7 +376,7 @@ func (r *run) setUp(ctx wf.Context) error {
 	}
 	// Runs recorded before threads carried their conversation (and before
 	// a run found its thread's runs itself) replay as they ran.
-	r.carriesThread = wf.GetVersion(ctx, "tulip-thread-state", wf.DefaultVersion, 1) == 1
+	r.carriesThread = r.version(ctx, "tulip-thread-state") == 1
 	// Runs recorded before state went by reference carry and leave it in
 	// full (carry.go, state.go).
 	// Version 2 of the same gate (no marker of its own, so a new run's
@@ -381,7 +385,7 @@ func (r *run) setUp(ctx wf.Context) error {
 	// Version 3: the thread's state, the run's result and its carry count
 	// the thread's tokens (their sizes, which decisions read, change).
 	if r.carriesThread {
-		v := wf.GetVersion(ctx, "tulip-state-by-ref", wf.DefaultVersion, 3)
+		v := r.version(ctx, "tulip-state-by-ref")
 		r.stateByRef, r.streamOnDemand, r.countsThread = v >= 1, v >= 2, v >= 3
 	}
 	if err := r.openStream(ctx); err != nil {
