@@ -257,7 +257,9 @@ func Run(ctx context.Context, c client.Client, opts RunOptions) (Handle, *agentr
 // PollInterval is how soon Await first asks the server whether a running
 // run is interrupted (one DescribeWorkflowExecution: no worker, no history
 // event); each later ask waits twice as long as the one before, up to
-// MaxPollInterval.
+// MaxPollInterval. Runs the process's watch lists (WatchInterrupts) are
+// asked about together, at the same pace, and each described only every
+// WatchedPollInterval.
 var PollInterval = 100 * time.Millisecond
 
 // MaxPollInterval bounds the wait between Await's asks: an interrupt is
@@ -303,7 +305,45 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 		run     string
 		attempt int32
 	}
-	wait := PollInterval
+	// ask describes the run: its interrupt, when the memo says one is
+	// durable, and a workflow task that keeps failing. Unsure: the memo
+	// names an interrupt the state did not show (yet).
+	ask := func() (st *agentrun.RunResult, unsure bool, err error) {
+		// The memo says the interrupt is durable; only then is the
+		// state (held calls, trace) read, and a resume sure to find it.
+		cur, id, attempt, err := interruptMemo(ctx, c, h)
+		if err == nil && attempt >= 2 && (cur.RunID != checked.run || attempt != checked.attempt) {
+			// A task retried: when the workers cannot replay the
+			// run, waiting will not help. Each attempt's history is
+			// read once.
+			checked.run, checked.attempt = cur.RunID, attempt
+			if nd := nondeterministic(ctx, c, cur); nd != nil {
+				return nil, false, nd
+			}
+		}
+		if err != nil || id == "" || id == skip {
+			return nil, false, nil
+		}
+		st, err = stateOf(ctx, c, cur) // cur: the run the memo is of
+		var keyErr *codec.KeyError
+		if errors.As(err, &keyErr) {
+			return nil, false, err // this client cannot read the run: waiting will not help
+		}
+		if err == nil && st.Status == agentrun.StatusInterrupted && st.Interrupt != nil &&
+			(st.Interrupt.ID == id || (id == memoUnreadable && st.Interrupt.ID != skip)) {
+			return st, false, nil
+		}
+		return nil, true, nil
+	}
+	// Watched, the run is described from WatchedPollInterval on: the
+	// watch's listing sees its interrupt sooner.
+	watched := watchRun(c, h.WorkflowID)
+	defer watched.remove()
+	first, most := PollInterval, max(MaxPollInterval, PollInterval)
+	if watched.listing() {
+		first, most = max(WatchedPollInterval, PollInterval), max(WatchedPollInterval, most)
+	}
+	wait := first
 	tick := time.NewTimer(wait)
 	defer tick.Stop()
 	for {
@@ -312,33 +352,28 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 			return o.res, o.err
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-watched.woken():
+			if !watched.listing() && most > max(MaxPollInterval, PollInterval) {
+				// The watch stopped answering: ask as an unwatched
+				// run does.
+				most, wait = max(MaxPollInterval, PollInterval), PollInterval
+				tick.Reset(wait)
+			}
 		case <-tick.C:
-			wait = min(2*wait, max(MaxPollInterval, PollInterval))
+			if watched.listing() {
+				most = max(WatchedPollInterval, MaxPollInterval, PollInterval)
+			}
+			wait = min(2*wait, most)
 			tick.Reset(wait)
-			// The memo says the interrupt is durable; only then is the
-			// state (held calls, trace) read, and a resume sure to find it.
-			cur, id, attempt, err := interruptMemo(ctx, c, h)
-			if err == nil && attempt >= 2 && (cur.RunID != checked.run || attempt != checked.attempt) {
-				// A task retried: when the workers cannot replay the
-				// run, waiting will not help. Each attempt's history is
-				// read once.
-				checked.run, checked.attempt = cur.RunID, attempt
-				if nd := nondeterministic(ctx, c, cur); nd != nil {
-					return nil, nd
-				}
-			}
-			if err != nil || id == "" || id == skip {
-				continue
-			}
-			st, err := State(ctx, c, cur)
-			var keyErr *codec.KeyError
-			if errors.As(err, &keyErr) {
-				return nil, err // this client cannot read the run: waiting will not help
-			}
-			if err == nil && st.Status == agentrun.StatusInterrupted && st.Interrupt != nil &&
-				(st.Interrupt.ID == id || (id == memoUnreadable && st.Interrupt.ID != skip)) {
-				return st, nil
-			}
+		}
+		st, unsure, err := ask()
+		if st != nil || err != nil {
+			return st, err
+		}
+		if unsure && wait > max(MaxPollInterval, PollInterval) {
+			// Ask again as an unwatched run would.
+			wait = max(MaxPollInterval, PollInterval)
+			tick.Reset(wait)
 		}
 	}
 }
@@ -417,6 +452,11 @@ func State(ctx context.Context, c client.Client, h Handle) (*agentrun.RunResult,
 	if err != nil {
 		return nil, err
 	}
+	return stateOf(ctx, c, h)
+}
+
+// stateOf queries the state of h's run itself.
+func stateOf(ctx context.Context, c client.Client, h Handle) (*agentrun.RunResult, error) {
 	v, err := queryState(ctx, c, h)
 	if err != nil {
 		return nil, err

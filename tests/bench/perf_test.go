@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
 	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/activities"
@@ -54,16 +57,30 @@ func sameCallRun(n int) scenario.Run {
 type perfEnv struct {
 	c       client.Client
 	tq, ptq string
+	// asks counts the client's describes and visibility listings: what
+	// waiting clients ask the server besides their results' long polls.
+	asks *atomic.Int64
+}
+
+// countAsks is the client's interceptor that counts asks.
+func (e *perfEnv) countAsks(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	switch path.Base(method) {
+	case "DescribeWorkflowExecution", "ListWorkflowExecutions":
+		e.asks.Add(1)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 func newPerfEnv(b *testing.B, models map[string]activities.Model, workerOpts sdkworker.Options) *perfEnv {
 	srv, err := devserver.Start(devserver.Options{})
 	require.NoError(b, err)
 	b.Cleanup(srv.Stop)
-	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet()})
+	e := &perfEnv{asks: &atomic.Int64{}}
+	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet(),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(e.countAsks)}}})
 	require.NoError(b, err)
 	b.Cleanup(c.Close)
-	e := &perfEnv{c: c, tq: fmt.Sprintf("bench-tulip-%d", time.Now().UnixNano()), ptq: fmt.Sprintf("bench-plain-%d", time.Now().UnixNano())}
+	e.c, e.tq, e.ptq = c, fmt.Sprintf("bench-tulip-%d", time.Now().UnixNano()), fmt.Sprintf("bench-plain-%d", time.Now().UnixNano())
 	// refund_local: plain.Tool's body as a tool declared Local.
 	local, err := activities.NewTool(protocol.ToolSpec{Name: "refund_local", Idempotent: true, Local: true},
 		func(ctx context.Context, args map[string]any) (map[string]any, error) {
@@ -231,12 +248,14 @@ func BenchmarkCallLatency(b *testing.B) {
 // BenchmarkThroughput runs 50 agent runs at once on one worker (10 turns
 // of one call each, then an answer), with tulip and as the same loop
 // written plainly with the SDK, and reports turns per second of each and
-// their ratio. tulip's runs are waited for two ways, each its own arm:
-// with runclient.Run, which sees interrupts (a describe an ask, backing
+// their ratio. tulip's runs are waited for three ways, each its own arm:
+// with runclient.Run, which sees interrupts (the runs it waits on listed
+// together, each described every few seconds), the same without that
+// watch (runclient.WatchInterrupts off: a describe a run an ask, backing
 // off to one a second), and as the plain loop's are, by the run's result
 // alone (runclient.Start, then the SDK's Get), as a client that needs no
 // interrupts waits: what the workflow and the worker cost, apart from the
-// client's asks.
+// client's asks. asks/run counts a run's describes and listings.
 //
 //	go test ./tests/bench -run '^$' -bench Throughput -benchtime 5x
 func BenchmarkThroughput(b *testing.B) {
@@ -256,6 +275,11 @@ func BenchmarkThroughput(b *testing.B) {
 		batch func() time.Duration
 	}{
 		{"tulip", func() time.Duration { return batch(func() { e.tulip(b, "turns", turns, false) }) }},
+		{"tulip-unwatched", func() time.Duration {
+			runclient.WatchInterrupts = false
+			defer func() { runclient.WatchInterrupts = true }()
+			return batch(func() { e.tulip(b, "turns", turns, false) })
+		}},
 		{"tulip-get", func() time.Duration { return batch(func() { e.tulipGet(b, "turns", turns) }) }},
 		{"plain-sdk", func() time.Duration { return batch(func() { e.plain(b, turns) }) }},
 	}
@@ -264,11 +288,14 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	spent := make([]time.Duration, len(arms))
 	each := make([][]time.Duration, len(arms))
+	asks := make([]int64, len(arms))
 	i := 0
 	for b.Loop() {
 		for k := range arms { // each iteration starts with the next arm
 			j := (i + k) % len(arms)
+			before := e.asks.Load()
 			t := arms[j].batch()
+			asks[j] += e.asks.Load() - before
 			spent[j] += t
 			each[j] = append(each[j], t)
 		}
@@ -278,6 +305,7 @@ func BenchmarkThroughput(b *testing.B) {
 	plain := len(arms) - 1
 	for j, a := range arms {
 		b.ReportMetric(done/spent[j].Seconds(), "turns/s-"+a.name)
+		b.ReportMetric(float64(asks[j])/float64(runs*i), "asks/run-"+a.name)
 	}
 	// Each iteration is a block: the plain loop's time over an arm's is
 	// the arm's turns per second over the plain loop's.
