@@ -21,7 +21,11 @@ const faultsGoal = 0.7
 
 // BenchmarkFaults runs `tulip soak` with only worker kills, one every 4 s
 // (3 worker processes, 8 threads, a 60 s fault-free baseline and then 90 s
-// of kills), once an iteration, and reports the median of the iterations'
+// of kills; the CLI's defaults otherwise: a sticky cache of 2, every third
+// thread started plainly, a model that answers in 200 ms; as `tulip soak
+// --workers 3 --threads 8 --duration 90s --baseline 60s --kill-every 4s
+// --server-restarts 0 --pauses 0 --proxy-drops 0 --proxy-delays 0`), once
+// an iteration, and reports the median of the iterations'
 // throughput ratios (run it -benchtime 5x: about 3 minutes an iteration)
 // against the goal, with the recovery times: how long a call in flight on
 // a killed worker took to complete on another. Each soak's checker runs
@@ -38,7 +42,7 @@ func BenchmarkFaults(b *testing.B) {
 	var ratios, p50s []float64
 	for b.Loop() {
 		sum, err := soak.Run(context.Background(), soak.Options{
-			Binary: bin, Workers: 3, Threads: 8,
+			Binary: bin, Workers: 3, Threads: 8, CacheSize: 2, PlainEvery: 3, ModelLatency: 200 * time.Millisecond,
 			Baseline: 60 * time.Second, Duration: 90 * time.Second, KillEvery: 4 * time.Second,
 			Progress: os.Stderr,
 		})
