@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,7 +38,7 @@ func (r *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 	r.calls[method]++
 	refuse := r.refuseList
 	r.mu.Unlock()
-	if refuse && method == "/temporal.api.workflowservice.v1.WorkflowService/ListWorkflowExecutions" {
+	if refuse && method == workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName {
 		return status.Error(codes.InvalidArgument, "invalid query (the test's)")
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
@@ -46,7 +47,7 @@ func (r *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 func (r *rpcCounter) count(method string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.calls["/temporal.api.workflowservice.v1.WorkflowService/"+method]
+	return r.calls[method]
 }
 
 // Runs awaited at once in one process are watched by one listing a tick
@@ -88,7 +89,7 @@ func TestAwaitWatchesInterrupts(t *testing.T) {
 				require.NoError(t, err)
 				handles = append(handles, h)
 			}
-			describes := counter.count("DescribeWorkflowExecution")
+			describes := counter.count(workflowservice.WorkflowService_DescribeWorkflowExecution_FullMethodName)
 			var seen atomic.Int32
 			var wg sync.WaitGroup
 			for _, h := range handles {
@@ -105,8 +106,8 @@ func TestAwaitWatchesInterrupts(t *testing.T) {
 				_ = c.TerminateWorkflow(ctxT(t), h.WorkflowID, "", "the test is over")
 			}
 			require.EqualValues(t, runs, seen.Load())
-			perRun := float64(counter.count("DescribeWorkflowExecution")-describes) / runs
-			lists := counter.count("ListWorkflowExecutions")
+			perRun := float64(counter.count(workflowservice.WorkflowService_DescribeWorkflowExecution_FullMethodName)-describes) / runs
+			lists := counter.count(workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName)
 			t.Logf("%s: %.1f describes a run, %d listings", arm, perRun, lists)
 			switch arm {
 			case "watched":

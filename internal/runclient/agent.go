@@ -336,14 +336,21 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 		return nil, true, nil
 	}
 	// Watched, the run is described from WatchedPollInterval on: the
-	// watch's listing sees its interrupt sooner.
+	// watch's listing sees its interrupt sooner. most is the longest wait
+	// between describes: unwatched's, or the watch's while it lists.
 	watched := watchRun(c, h.WorkflowID)
 	defer watched.remove()
-	first, most := PollInterval, max(MaxPollInterval, PollInterval)
-	if watched.listing() {
-		first, most = max(WatchedPollInterval, PollInterval), max(WatchedPollInterval, most)
+	unwatched := max(MaxPollInterval, PollInterval)
+	most := func() time.Duration {
+		if watched.listing() {
+			return max(WatchedPollInterval, unwatched)
+		}
+		return unwatched
 	}
-	wait := first
+	wait := PollInterval
+	if watched.listing() {
+		wait = max(WatchedPollInterval, PollInterval)
+	}
 	tick := time.NewTimer(wait)
 	defer tick.Stop()
 	for {
@@ -353,26 +360,23 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-watched.woken():
-			if !watched.listing() && most > max(MaxPollInterval, PollInterval) {
+			if wait > most() {
 				// The watch stopped answering: ask as an unwatched
 				// run does.
-				most, wait = max(MaxPollInterval, PollInterval), PollInterval
+				wait = PollInterval
 				tick.Reset(wait)
 			}
 		case <-tick.C:
-			if watched.listing() {
-				most = max(WatchedPollInterval, MaxPollInterval, PollInterval)
-			}
-			wait = min(2*wait, most)
+			wait = min(2*wait, most())
 			tick.Reset(wait)
 		}
 		st, unsure, err := ask()
 		if st != nil || err != nil {
 			return st, err
 		}
-		if unsure && wait > max(MaxPollInterval, PollInterval) {
+		if unsure && wait > unwatched {
 			// Ask again as an unwatched run would.
-			wait = max(MaxPollInterval, PollInterval)
+			wait = unwatched
 			tick.Reset(wait)
 		}
 	}

@@ -121,7 +121,13 @@ func (wr *watcher) listing() bool {
 	}
 	wr.w.mu.Lock()
 	defer wr.w.mu.Unlock()
-	return time.Now().After(wr.w.failedTill)
+	return wr.w.answering()
+}
+
+// answering reports whether the last listing did not fail within
+// watchFailedFor. The caller holds w.mu.
+func (w *watch) answering() bool {
+	return !time.Now().Before(w.failedTill)
 }
 
 func (wr *watcher) notify() {
@@ -149,14 +155,14 @@ func (w *watch) loop() {
 		}
 		fresh := w.fresh
 		w.fresh = false
-		off := time.Now().Before(w.failedTill)
+		answering := w.answering()
 		ids := make([]string, 0, len(w.runs))
 		for id := range w.runs {
 			ids = append(ids, id)
 		}
 		w.mu.Unlock()
 		changed := false
-		if !off {
+		if answering {
 			changed = w.list(ids)
 		}
 		if fresh || changed {

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"path"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
@@ -59,13 +59,13 @@ type perfEnv struct {
 	tq, ptq string
 	// asks counts the client's describes and visibility listings: what
 	// waiting clients ask the server besides their results' long polls.
-	asks *atomic.Int64
+	asks atomic.Int64
 }
 
 // countAsks is the client's interceptor that counts asks.
 func (e *perfEnv) countAsks(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	switch path.Base(method) {
-	case "DescribeWorkflowExecution", "ListWorkflowExecutions":
+	switch method {
+	case workflowservice.WorkflowService_DescribeWorkflowExecution_FullMethodName, workflowservice.WorkflowService_ListWorkflowExecutions_FullMethodName:
 		e.asks.Add(1)
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
@@ -75,7 +75,7 @@ func newPerfEnv(b *testing.B, models map[string]activities.Model, workerOpts sdk
 	srv, err := devserver.Start(devserver.Options{})
 	require.NoError(b, err)
 	b.Cleanup(srv.Stop)
-	e := &perfEnv{asks: &atomic.Int64{}}
+	e := &perfEnv{}
 	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: quiet(),
 		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(e.countAsks)}}})
 	require.NoError(b, err)
