@@ -266,6 +266,11 @@ var PollInterval = 100 * time.Millisecond
 // seen at most this long after it is durable.
 var MaxPollInterval = time.Second
 
+// longestPoll is the longest wait between asks about a run the watch does
+// not list, and between the watch's listings: MaxPollInterval, or
+// PollInterval when that is longer.
+func longestPoll() time.Duration { return max(MaxPollInterval, PollInterval) }
+
 // Await waits until the run completes, fails, or is interrupted by an
 // interrupt other than skip. A completed or interrupted run returns its
 // result (Status tells which; Interrupt lists the held calls). A failed run
@@ -340,7 +345,7 @@ func Await(ctx context.Context, c client.Client, h Handle, skip string) (*agentr
 	// between describes: unwatched's, or the watch's while it lists.
 	watched := watchRun(c, h.WorkflowID)
 	defer watched.remove()
-	unwatched := max(MaxPollInterval, PollInterval)
+	unwatched := longestPoll()
 	most := func() time.Duration {
 		if watched.listing() {
 			return max(WatchedPollInterval, unwatched)

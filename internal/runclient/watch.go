@@ -3,7 +3,9 @@ package runclient
 import (
 	"bytes"
 	"context"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,11 +94,8 @@ func (wr *watcher) remove() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	list := w.runs[wr.id]
-	for i, o := range list {
-		if o == wr {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
+	if i := slices.Index(list, wr); i >= 0 {
+		list = slices.Delete(list, i, i+1)
 	}
 	if len(list) == 0 {
 		delete(w.runs, wr.id)
@@ -155,20 +154,19 @@ func (w *watch) loop() {
 		}
 		fresh := w.fresh
 		w.fresh = false
-		answering := w.answering()
-		ids := make([]string, 0, len(w.runs))
-		for id := range w.runs {
-			ids = append(ids, id)
+		var ids []string
+		if w.answering() { // else this tick lists nothing
+			ids = slices.Collect(maps.Keys(w.runs))
 		}
 		w.mu.Unlock()
 		changed := false
-		if answering {
+		if len(ids) > 0 {
 			changed = w.list(ids)
 		}
 		if fresh || changed {
 			wait = PollInterval
 		} else {
-			wait = min(2*wait, max(MaxPollInterval, PollInterval))
+			wait = min(2*wait, longestPoll())
 		}
 	}
 }
