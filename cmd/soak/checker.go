@@ -193,18 +193,62 @@ func CheckWitnesses(reqs []witness.Request, ref Effects, plain func(thread int) 
 	return findings, retried
 }
 
+// Reached counts the requests that reached the services: by the call that
+// sent them, and by the idempotency key they carried.
+type Reached struct {
+	Calls map[string]int
+	Keys  map[string]int
+}
+
 // CheckMissing finds the calls a thread's log says executed, of a tool that
 // calls a service (serviced), in a run that completed, that no request
-// reached (reached counts requests by call id).
-func CheckMissing(got []Record, reached map[string]int, serviced map[string]bool, completed func(run string) bool) []Finding {
-	var out []Finding
+// reached. A call whose outcome was unknown and whose run resolved it from
+// the service's own record of its key (Unknown's resolution "applied", by
+// the tool's check, or "answered", by a person looking the key up) may have
+// sent no request of its own: its attempt can be lost before it sent one
+// (its worker killed by another call's fault) while an earlier identical
+// call of the thread made the effect with the same key. Its witness is a
+// request that carried its key. full gives a thin record's full one (which
+// holds its Unknown); it is asked only for a record no request of its own
+// reached whose key some request carried. byKey counts the calls so
+// witnessed.
+func CheckMissing(got []Record, reached Reached, serviced map[string]bool, completed func(run string) bool, full func(Record) (*Record, error)) (out []Finding, byKey int) {
 	for _, r := range got {
-		if r.Origin == dedup.Executed && serviced[r.Tool] && reached[r.CallID] == 0 && completed(runOf(r.CallID)) {
-			out = append(out, Finding{Run: runOf(r.CallID), Call: r.CallID, Kind: FindMissingEffect,
-				Detail: r.Tool + " executed, no request reached its service"})
+		if r.Origin != dedup.Executed || !serviced[r.Tool] || reached.Calls[r.CallID] > 0 || !completed(runOf(r.CallID)) {
+			continue
 		}
+		detail := r.Tool + " executed, no request reached its service"
+		if r.Key != "" && reached.Keys[r.Key] > 0 {
+			resolution, err := resolvedBy(r, full)
+			switch {
+			case err != nil:
+				detail += fmt.Sprintf(" (a request carried its key, but its record's resolution cannot be read: %v)", err)
+			case resolution == agentrun.ResolvedApplied || resolution == agentrun.ResolvedAnswered:
+				byKey++
+				continue
+			default:
+				detail += " (a request carried its key, but its outcome was not resolved from the service's record)"
+			}
+		}
+		out = append(out, Finding{Run: runOf(r.CallID), Call: r.CallID, Kind: FindMissingEffect, Detail: detail})
 	}
-	return out
+	return out, byKey
+}
+
+// resolvedBy is how r's unknown outcome was resolved ("" when it was not
+// unknown), from r or, when r is thin, from its full record.
+func resolvedBy(r Record, full func(Record) (*Record, error)) (string, error) {
+	if r.Thin() {
+		f, err := full(r)
+		if err != nil {
+			return "", err
+		}
+		r = *f
+	}
+	if r.Unknown == nil {
+		return "", nil
+	}
+	return r.Unknown.Resolution, nil
 }
 
 // countEffects splits one call's requests (in time order) into effects
@@ -249,6 +293,25 @@ func threadLog(ctx context.Context, c client.Client, threadID string, store thre
 		return nil, fmt.Errorf("soak: thread %s's log: %w", threadID, err)
 	}
 	return recs, nil
+}
+
+// heldRecord is thin record r in full: the record of its call in the log
+// of the run that holds it (Record.HeldBy).
+func heldRecord(ctx context.Context, c client.Client, threadID string, r Record) (*Record, error) {
+	v, err := c.QueryWorkflow(ctx, threadID, r.HeldBy(), agentrun.QueryLog)
+	if err != nil {
+		return nil, fmt.Errorf("run %s's log: %w", r.HeldBy(), err)
+	}
+	var recs []Record
+	if err := v.Get(&recs); err != nil {
+		return nil, fmt.Errorf("run %s's log: %w", r.HeldBy(), err)
+	}
+	for i := range recs {
+		if recs[i].CallID == r.CallID && recs[i].Seq == r.Seq && !recs[i].Thin() {
+			return &recs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("run %s's log holds no full record of call %s", r.HeldBy(), r.CallID)
 }
 
 // replayer replays histories from memory with one reused replayer.

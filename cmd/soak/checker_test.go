@@ -1,9 +1,14 @@
 package soak
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tulip-temporal/tulip/internal/agentrun"
 	"github.com/tulip-temporal/tulip/internal/dedup"
 	"github.com/tulip-temporal/tulip/internal/demo/witness"
 )
@@ -127,21 +132,56 @@ func TestCheckMissing(t *testing.T) {
 	got[2].Tool = "mint_case_id"
 	serviced := map[string]bool{"issue_refund": true}
 	all := func(string) bool { return true }
+	noFull := func(Record) (*Record, error) { return nil, errors.New("no run holds it") }
+	resolved := func(how string) func(*Record) {
+		return func(r *Record) { r.Unknown = &dedup.Unknown{Cause: "heartbeat", Checks: 1, Resolution: how} }
+	}
+	thin := func(r *Record) { r.ArgsHash, r.Holder = strings.Repeat("a", 64), "run-1" }
+	// The full record of a thin t2k0-a, as its holder's log gives it.
+	fullAs := func(how string) func(Record) (*Record, error) {
+		return func(r Record) (*Record, error) {
+			if r.HeldBy() != "run-1" {
+				return nil, fmt.Errorf("asked run %q", r.HeldBy())
+			}
+			f := rec("t2k0-a", dedup.Executed, -1)
+			f.Key, f.Unknown = "k1", &dedup.Unknown{Cause: "heartbeat", Resolution: how}
+			return &f, nil
+		}
+	}
 	cases := []struct {
 		name      string
-		reached   map[string]int
+		calls     map[string]int
+		keys      map[string]int
+		edit      func(*Record) // of t2k0-a, whose key is k1
+		full      func(Record) (*Record, error)
 		completed func(string) bool
 		want      int
 	}{
-		{"reached", map[string]int{"t2k0-a": 1}, all, 0},
-		{"never reached", map[string]int{}, all, 1},
-		{"never reached, its run did not complete", map[string]int{}, func(string) bool { return false }, 0},
+		{"reached", map[string]int{"t2k0-a": 1}, nil, nil, noFull, all, 0},
+		{"never reached", nil, nil, nil, noFull, all, 1},
+		{"never reached, its run did not complete", nil, nil, nil, noFull, func(string) bool { return false }, 0},
+		{"its key reached, resolved by a check", nil, map[string]int{"k1": 1}, resolved(agentrun.ResolvedApplied), noFull, all, 0},
+		{"its key reached, resolved by a person", nil, map[string]int{"k1": 1}, resolved(agentrun.ResolvedAnswered), noFull, all, 0},
+		{"its key reached, its outcome known", nil, map[string]int{"k1": 1}, nil, noFull, all, 1},
+		{"its key reached, run again", nil, map[string]int{"k1": 1}, resolved(agentrun.ResolvedRetried), noFull, all, 1},
+		{"resolved by a person, no request carried its key", nil, map[string]int{"k2": 1}, resolved(agentrun.ResolvedAnswered), noFull, all, 1},
+		{"thin, its key reached, its holder says answered", nil, map[string]int{"k1": 1}, thin, fullAs(agentrun.ResolvedAnswered), all, 0},
+		{"thin, its key reached, its holder says run again", nil, map[string]int{"k1": 1}, thin, fullAs(agentrun.ResolvedRetried), all, 1},
+		{"thin, its key reached, no holder answers", nil, map[string]int{"k1": 1}, thin, noFull, all, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs := CheckMissing(got, c.reached, serviced, c.completed)
+			recs := slices.Clone(got)
+			recs[0].Key = "k1"
+			if c.edit != nil {
+				c.edit(&recs[0])
+			}
+			fs, byKey := CheckMissing(recs, Reached{Calls: c.calls, Keys: c.keys}, serviced, c.completed, c.full)
 			if len(fs) != c.want || (c.want > 0 && (fs[0].Kind != FindMissingEffect || fs[0].Call != "t2k0-a" || fs[0].Duplicate)) {
 				t.Fatalf("findings %v, want %d missing effect of t2k0-a", fs, c.want)
+			}
+			if wantByKey := c.keys["k1"] > 0 && c.want == 0 && c.calls["t2k0-a"] == 0; (byKey == 1) != wantByKey {
+				t.Fatalf("%d witnessed by key, want %v", byKey, wantByKey)
 			}
 		})
 	}

@@ -240,6 +240,13 @@ type Summary struct {
 	// ignored the key.
 	EffectKills    int `json:"effect_kills"`
 	RefundsRetried int `json:"refunds_retried"`
+	// ResolvedByKey counts the executed calls that sent no request of
+	// their own, their unknown outcome resolved from the service's record
+	// of their key (a check's or a person's lookup), which an earlier
+	// request carried: an attempt lost before it sent its request (its
+	// worker killed by another call's fault) of a call the thread had
+	// already made.
+	ResolvedByKey int `json:"resolved_by_key"`
 	// Duplicates are calls with a side effect their reference run does not
 	// have: executed where it serves (log) or reaching a service where it
 	// serves, or reaching one twice (witnesses).

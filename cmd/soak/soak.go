@@ -422,7 +422,10 @@ func (s *soak) check(ctx context.Context, runs []*run, kills []Kill) error {
 			continue
 		}
 		s.record(CheckThread(t, got, Prefix(ref[s.w.plain(t)], n)), dups)
-		s.record(CheckMissing(got, reached, serviced, func(run string) bool { return completed[run] }), dups)
+		full := func(r Record) (*Record, error) { return heldRecord(ctx, s.c, s.w.threadID(t), r) }
+		missing, byKey := CheckMissing(got, reached, serviced, func(run string) bool { return completed[run] }, full)
+		s.record(missing, dups)
+		s.sum.ResolvedByKey += byKey
 	}
 	s.sum.Duplicates = len(dups)
 	if s.s3proxy != nil {
@@ -475,8 +478,8 @@ func (s *soak) reference(ctx context.Context, perKind map[bool]int) (map[bool][]
 }
 
 // checkWitnesses checks the services' requests and returns how many
-// reached them for each call.
-func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) map[string]int {
+// reached them for each call and for each key.
+func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) Reached {
 	reqs := append(s.bill.Witnesses(), s.page.Witnesses()...)
 	s.sum.WitnessRequests = len(reqs)
 	s.sum.Refunds = len(s.bill.Refunds())
@@ -490,9 +493,10 @@ func (s *soak) checkWitnesses(ref map[bool][]Record, dups map[string]bool) map[s
 	s.sum.RetriedRequests = retried
 	_, s.sum.RefundsRetried = CheckWitnesses(s.bill.Witnesses(), NewEffects(ref), s.w.plain)
 	s.record(fs, dups)
-	reached := map[string]int{}
+	reached := Reached{Calls: map[string]int{}, Keys: map[string]int{}}
 	for _, r := range reqs {
-		reached[r.Call]++
+		reached.Calls[r.Call]++
+		reached.Keys[r.Key]++
 	}
 	return reached
 }
