@@ -284,13 +284,23 @@ func threadLog(ctx context.Context, c client.Client, threadID string, store thre
 	if err != nil {
 		return nil, fmt.Errorf("soak: thread %s: %w", threadID, err)
 	}
-	v, err := c.QueryWorkflow(ctx, threadID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), agentrun.QueryLog)
+	recs, err := queryLog(ctx, c, threadID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 	if err != nil {
 		return nil, fmt.Errorf("soak: thread %s's log: %w", threadID, err)
 	}
+	return recs, nil
+}
+
+// queryLog is the execution log run runID of workflow workflowID holds
+// (the tulip.log query).
+func queryLog(ctx context.Context, c client.Client, workflowID, runID string) ([]Record, error) {
+	v, err := c.QueryWorkflow(ctx, workflowID, runID, agentrun.QueryLog)
+	if err != nil {
+		return nil, err
+	}
 	var recs []Record
 	if err := v.Get(&recs); err != nil {
-		return nil, fmt.Errorf("soak: thread %s's log: %w", threadID, err)
+		return nil, err
 	}
 	return recs, nil
 }
@@ -298,12 +308,8 @@ func threadLog(ctx context.Context, c client.Client, threadID string, store thre
 // heldRecord is thin record r in full: the record of its call in the log
 // of the run that holds it (Record.HeldBy).
 func heldRecord(ctx context.Context, c client.Client, threadID string, r Record) (*Record, error) {
-	v, err := c.QueryWorkflow(ctx, threadID, r.HeldBy(), agentrun.QueryLog)
+	recs, err := queryLog(ctx, c, threadID, r.HeldBy())
 	if err != nil {
-		return nil, fmt.Errorf("run %s's log: %w", r.HeldBy(), err)
-	}
-	var recs []Record
-	if err := v.Get(&recs); err != nil {
 		return nil, fmt.Errorf("run %s's log: %w", r.HeldBy(), err)
 	}
 	for i := range recs {
