@@ -76,6 +76,7 @@ type Server struct {
 	bin    string
 	dir    string // the temp dir: data/, logs, the identities file
 	ports  ports
+	pick   func(n int) ([]int, error) // freePorts but in a test
 	client *s3.Client
 
 	mu      sync.Mutex
@@ -141,6 +142,11 @@ func executable(p string) error {
 // Start runs a server whose data, logs and identities file are in dir
 // (which it creates), and returns once it serves a write. Close ends it.
 func Start(dir string) (*Server, error) {
+	return startWith(dir, freePorts)
+}
+
+// startWith is Start with the function that picks the ten ports.
+func startWith(dir string, pick func(n int) ([]int, error)) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -152,19 +158,50 @@ func Start(dir string) (*Server, error) {
 		SecretKey: randomHex(20),
 		bin:       bin,
 		dir:       dir,
+		pick:      pick,
 	}
-	if err := s.start(); err != nil {
+	for attempt := 1; ; attempt++ {
+		err := s.start()
+		if err == nil {
+			return s, nil
+		}
 		s.Close()
-		return nil, err
+		// A weed process that ends while it starts has most likely lost
+		// one of its ports to another process between freePorts and its
+		// bind: start again on fresh ports with empty data.
+		var exited *exitedError
+		if attempt == startAttempts || !errors.As(err, &exited) {
+			if attempt > 1 {
+				err = fmt.Errorf("%w (attempt %d of %d)", err, attempt, startAttempts)
+			}
+			return nil, err
+		}
+		if err := os.RemoveAll(s.dataDir()); err != nil {
+			return nil, fmt.Errorf("s3test: %w", err)
+		}
 	}
-	return s, nil
+}
+
+// startAttempts is how many times Start starts the processes on fresh
+// ports when one of them exits while starting.
+const startAttempts = 3
+
+// exitedError is a weed process that ended while Start or Restart waited
+// for it to answer.
+type exitedError struct {
+	name, log, tail string
+	err             error
+}
+
+func (e *exitedError) Error() string {
+	return fmt.Sprintf("weed %s exited (%v); the end of %s:\n%s", e.name, e.err, e.log, e.tail)
 }
 
 // Dir is the server's folder.
 func (s *Server) Dir() string { return s.dir }
 
 func (s *Server) start() error {
-	ps, err := freePorts(10)
+	ps, err := s.pick(10)
 	if err != nil {
 		return fmt.Errorf("s3test: free ports: %w", err)
 	}
@@ -326,7 +363,7 @@ func (s *Server) waitFor(deadline time.Time, pr *proc, check func(context.Contex
 		}
 		select {
 		case <-pr.done:
-			return fmt.Errorf("weed %s exited (%v); the end of %s:\n%s", pr.name, pr.err, pr.log, tail(pr.log))
+			return &exitedError{name: pr.name, err: pr.err, log: pr.log, tail: tail(pr.log)}
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -368,6 +405,13 @@ func (s *Server) Stop() {
 // port against the same data, and returns once it answers.
 func (s *Server) Restart() error {
 	s.Stop()
+	// Hold the gateway's ports again until it binds them: stopped, they
+	// were free for any process to take.
+	for _, port := range []int{s.ports.s3, s.ports.s3Grpc} {
+		if err := reservePort(port); err != nil {
+			return fmt.Errorf("s3test: %s cannot come back: %w", s.Endpoint, err)
+		}
+	}
 	if err := s.startGateway(); err != nil {
 		return err
 	}
@@ -477,7 +521,8 @@ func stop(pr *proc, paused bool) {
 	}
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
+// freePorts returns n distinct loopback ports, each left reserved (see
+// reserve) for the weed processes to bind.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -492,9 +537,41 @@ func freePorts(n int) ([]int, error) {
 			return nil, err
 		}
 		ls = append(ls, l)
+		if err := reserve(l); err != nil {
+			return nil, err
+		}
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out, nil
+}
+
+// reservePort reserves a loopback port that is free now (see reserve).
+func reservePort(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("port %d: %w", port, err)
+	}
+	defer l.Close()
+	return reserve(l)
+}
+
+// reserve connects to l and closes the accepted side first, which leaves
+// l's port in TIME_WAIT for a minute: in that time the kernel hands it to
+// no bind to port 0 and to no outgoing connection, while a listener that
+// names it (Go's sets SO_REUSEADDR, as weed's do) binds it. Without it, a
+// port found free could go to any process's next connection before weed
+// bound it.
+func reserve(l net.Listener) error {
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return fmt.Errorf("reserve %s: %w", l.Addr(), err)
+	}
+	defer c.Close()
+	sc, err := l.Accept()
+	if err != nil {
+		return fmt.Errorf("reserve %s: %w", l.Addr(), err)
+	}
+	return sc.Close()
 }
 
 func randomHex(n int) string {
