@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tulip-temporal/tulip/cmd/cli"
 	"github.com/tulip-temporal/tulip/codec"
+	"github.com/tulip-temporal/tulip/devserver"
 	"github.com/tulip-temporal/tulip/internal/runclient"
 )
 
@@ -201,10 +201,11 @@ func TestWebUI(t *testing.T) {
 	assert.Contains(t, got.ActivitySummary, "issue_refund · refund:ord-4821:120:v1", "a tool activity's summary: tool and key")
 }
 
+// freeTCPPort is a loopback port held for the server the test starts on
+// it next (devserver.FreePort: no other bind or connection takes it first).
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := devserver.FreePort("127.0.0.1")
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
