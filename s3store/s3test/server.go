@@ -76,7 +76,6 @@ type Server struct {
 	bin    string
 	dir    string // the temp dir: data/, logs, the identities file
 	ports  ports
-	pick   func(n int) ([]int, error) // freePorts but in a test
 	client *s3.Client
 
 	mu      sync.Mutex
@@ -158,10 +157,13 @@ func startWith(dir string, pick func(n int) ([]int, error)) (*Server, error) {
 		SecretKey: randomHex(20),
 		bin:       bin,
 		dir:       dir,
-		pick:      pick,
 	}
 	for attempt := 1; ; attempt++ {
-		err := s.start()
+		ps, err := pick(10)
+		if err != nil {
+			return nil, fmt.Errorf("s3test: free ports: %w", err)
+		}
+		err = s.start(ps)
 		if err == nil {
 			return s, nil
 		}
@@ -200,11 +202,8 @@ func (e *exitedError) Error() string {
 // Dir is the server's folder.
 func (s *Server) Dir() string { return s.dir }
 
-func (s *Server) start() error {
-	ps, err := s.pick(10)
-	if err != nil {
-		return fmt.Errorf("s3test: free ports: %w", err)
-	}
+// start runs the processes on ports ps (ten of them).
+func (s *Server) start(ps []int) error {
 	s.ports = ports{ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6], ps[7], ps[8], ps[9]}
 	s.Endpoint = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ports.s3))
 	if err := os.MkdirAll(s.dataDir(), 0o700); err != nil {
